@@ -1,0 +1,563 @@
+"""The async driver: performs the machine's effects and feeds their outcomes back (SPEC §3-§5).
+
+It is written against anyio, so it runs on trio (the reference backend) and on asyncio. It makes
+no decisions about what happens next; it only
+
+* delivers the events each step produced, awaiting ``emit`` for each one, in order;
+* performs effects: polls, hooks, the model call (whose stream events it feeds one by one),
+  and tool executions, which run in the run's task group and report back through an inbox;
+* turns what goes wrong into inputs: a raise becomes ``fail`` (or ``hook_failed`` for tool
+  hooks, ``tool_finished(error=...)`` for tools), the signal firing becomes ``abort``.
+
+Abort cancels whatever is in flight (the model stream, a hook or poll, every running tool) at
+once. It never cancels ``emit``: a listener in progress finishes, then the run aborts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from .abort import AbortController, AbortSignal
+from .config import AgentContext, AgentLoopConfig, LlmContext, StreamFn, StreamOptions, default_convert_to_llm
+from .machine import (
+    CallHook,
+    CallModel,
+    Effect,
+    ExecuteTool,
+    LoopMachine,
+    PollFollowUp,
+    PollSteering,
+    Step,
+    TransitionRecord,
+)
+from .messages import AgentMessage
+from .tools import AgentToolResult
+
+__all__ = [
+    "EventStream",
+    "agent_loop",
+    "agent_loop_continue",
+    "get_default_stream_fn",
+    "run_agent_loop",
+    "run_agent_loop_continue",
+    "set_default_stream_fn",
+]
+
+logger = logging.getLogger("agentcore_fsm")
+
+Emit = Callable[[Any], Any]
+_default_stream_fn: StreamFn | None = None
+NO_STREAM_FN = "No stream function: pass stream_fn or call set_default_stream_fn()"
+
+
+def set_default_stream_fn(fn: StreamFn | None) -> None:
+    """Set the stream function used when a run is given none (``None`` clears it)."""
+    global _default_stream_fn
+    _default_stream_fn = fn
+
+
+def get_default_stream_fn() -> StreamFn | None:
+    return _default_stream_fn
+
+
+def _resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
+    fn = stream_fn if stream_fn is not None else _default_stream_fn
+    if fn is None:
+        raise ValueError(NO_STREAM_FN)
+    return fn
+
+
+def _check_continue(context: AgentContext) -> None:
+    if not context.messages:
+        raise ValueError("Cannot continue: no messages in context")
+    role = getattr(context.messages[-1], "role", None)
+    if role == "assistant":
+        raise ValueError("Cannot continue from message role: assistant")
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+class _Driver:
+    """Runs one :class:`LoopMachine` to its end."""
+
+    def __init__(
+        self,
+        machine: LoopMachine,
+        stream_fn: StreamFn,
+        emit: Emit | None,
+        signal: AbortSignal | None,
+    ) -> None:
+        self.m = machine
+        self.stream_fn = stream_fn
+        self.emit = emit
+        self.signal = signal
+        self.config = machine.config
+        self._failure: BaseException | None = None  # first emit failure, not yet fed
+        self._failed = False  # a failure has been fed: later emit errors are only logged
+        self._emitting = False
+        self._scope: anyio.CancelScope | None = None  # the main effect in flight
+        self._task_scopes: dict[int, anyio.CancelScope] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._send: MemoryObjectSendStream[tuple[Any, ...]] | None = None
+        self._receive: MemoryObjectReceiveStream[tuple[Any, ...]] | None = None
+        self._loop_thread = threading.get_ident()
+
+    # --- abort --------------------------------------------------------------------------
+
+    def _on_abort(self) -> None:
+        if self._scope is not None and not self._emitting:
+            self._scope.cancel()
+        for scope in self._task_scopes.values():
+            scope.cancel()
+
+    def _aborted(self) -> bool:
+        return self.signal is not None and self.signal.aborted
+
+    # --- the main loop ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        remove = self.signal.add_callback(self._on_abort) if self.signal is not None else None
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                try:
+                    await self._process(self.m.start())
+                finally:
+                    for scope in self._task_scopes.values():
+                        scope.cancel()
+        finally:
+            if remove is not None:
+                remove()
+            if self._send is not None:
+                self._send.close()
+                assert self._receive is not None
+                self._receive.close()
+
+    async def _process(self, step: Step) -> None:
+        m = self.m
+        while True:
+            if step.events:
+                await self._deliver(step.events)
+            if m.finished:
+                return
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                self._failed = True
+                step = m.fail(failure)
+                continue
+            if self._aborted():
+                pending = self._drain_inbox()
+                step = pending if pending is not None else m.abort()
+                continue
+            step = await self._perform(step.effects)
+
+    async def _deliver(self, events: list[Any]) -> None:
+        emit = self.emit
+        if emit is None:
+            return
+        for event in events:
+            self._emitting = True
+            try:
+                result = emit(event)
+                if result is not None and inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                if self._failed or self._failure is not None or self.m.finished:
+                    logger.exception("emit raised while a run was ending; ignored")
+                else:
+                    self._failure = exc
+            finally:
+                self._emitting = False
+
+    async def _perform(self, effects: list[Effect]) -> Step:
+        main: Effect | None = None
+        for effect in effects:
+            if isinstance(effect, ExecuteTool):
+                self._spawn(effect.index, self._run_tool, effect)
+            elif isinstance(effect, CallHook) and effect.name == "after_tool_call":
+                assert effect.index is not None
+                self._spawn(effect.index, self._run_after_hook, effect)
+            else:
+                main = effect
+        if main is None:
+            return await self._next_from_inbox()
+        if isinstance(main, CallModel):
+            return await self._call_model(main)
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                if isinstance(main, PollSteering):
+                    assert self.config.get_steering_messages is not None
+                    messages = await _call(self.config.get_steering_messages)
+                    self._scope = None
+                    return self.m.steering_polled(messages)
+                if isinstance(main, PollFollowUp):
+                    assert self.config.get_follow_up_messages is not None
+                    messages = await _call(self.config.get_follow_up_messages)
+                    self._scope = None
+                    return self.m.follow_up_polled(messages)
+                assert isinstance(main, CallHook)
+                hook = getattr(self.config, main.name)
+                try:
+                    value = await _call(hook, main.ctx, self.signal)
+                except Exception as exc:
+                    if main.index is None:
+                        raise
+                    self._scope = None
+                    return self.m.hook_failed(exc, main.index)
+                self._scope = None
+                return self.m.hook_returned(value, main.index)
+            except Exception as exc:
+                self._scope = None
+                return self.m.fail(exc)
+            finally:
+                self._scope = None
+        return Step()  # cancelled by abort: _process feeds it
+
+    # --- the model call -----------------------------------------------------------------
+
+    async def _call_model(self, effect: CallModel) -> Step:
+        m = self.m
+        config = self.config
+        signal = self.signal
+        stream: Any = None
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                messages: list[AgentMessage] = effect.context.messages
+                if config.transform_context is not None:
+                    messages = await _call(config.transform_context, messages, signal)
+                convert = config.convert_to_llm or default_convert_to_llm
+                llm_messages = await _call(convert, messages)
+                api_key = None
+                if config.get_api_key is not None:
+                    api_key = await _call(config.get_api_key, effect.model.provider)
+                options = StreamOptions(
+                    api_key=api_key or config.api_key,
+                    signal=signal,
+                    reasoning=effect.reasoning,  # type: ignore[arg-type]
+                    session_id=config.session_id,
+                    thinking_budgets=config.thinking_budgets,
+                    transport=config.transport,
+                    max_retry_delay_ms=config.max_retry_delay_ms,
+                    temperature=config.temperature,
+                    max_tokens=config.max_tokens,
+                    headers=config.headers,
+                    on_payload=config.on_payload,
+                    on_response=config.on_response,
+                )
+                llm_context = LlmContext(effect.context.system_prompt, llm_messages, effect.context.tools)
+                stream = self.stream_fn(effect.model, llm_context, options)
+                if inspect.isawaitable(stream):
+                    stream = await stream
+                deliver = self._deliver
+                async for event in stream:
+                    step = m.stream_event(event)
+                    if m.state != "streaming":
+                        return step  # terminal (or failed): _process delivers its events
+                    if step.events:
+                        await deliver(step.events)
+                        if self._failure is not None or (signal is not None and signal.aborted):
+                            return Step()
+                return m.stream_exhausted()
+            except Exception as exc:
+                if m.state == "streaming":
+                    return m.fail(exc)
+                raise
+            finally:
+                self._scope = None
+                if stream is not None:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        with anyio.CancelScope(shield=True):
+                            try:
+                                await aclose()
+                            except Exception:
+                                logger.exception("closing the model stream raised; ignored")
+        return Step()  # cancelled by abort: _process feeds it
+
+    # --- tools (run in the run's task group, report through the inbox) -----------------------
+
+    def _inbox(self) -> MemoryObjectSendStream[tuple[Any, ...]]:
+        if self._send is None:
+            self._send, self._receive = anyio.create_memory_object_stream[tuple[Any, ...]](math.inf)
+        return self._send
+
+    def _spawn(self, index: int, fn: Callable[[Any], Awaitable[None]], effect: Any) -> None:
+        self._inbox()
+        scope = anyio.CancelScope()
+        self._task_scopes[index] = scope
+        assert self._tg is not None
+        self._tg.start_soon(self._guarded, index, scope, fn, effect)
+
+    async def _guarded(
+        self, index: int, scope: anyio.CancelScope, fn: Callable[[Any], Awaitable[None]], effect: Any
+    ) -> None:
+        with scope:
+            await fn(effect)
+        if self._task_scopes.get(index) is scope:
+            del self._task_scopes[index]
+
+    def _post(self, item: tuple[Any, ...]) -> None:
+        send = self._send
+        assert send is not None
+        try:
+            send.send_nowait(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the run has ended: nothing is waiting for this any more
+
+    async def _run_tool(self, effect: ExecuteTool) -> None:
+        index = effect.index
+        settled = False
+        loop_thread = self._loop_thread
+        post = self._post
+
+        def on_update(partial: AgentToolResult) -> None:
+            if settled:
+                return
+            if threading.get_ident() == loop_thread:
+                post(("update", index, partial))
+            else:
+                try:
+                    anyio.from_thread.run_sync(post, ("update", index, partial))
+                except RuntimeError:
+                    pass  # the worker was abandoned (abort): updates are ignored
+
+        execute = effect.tool.execute
+        try:
+            if inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
+                getattr(execute, "__call__", None)  # noqa: B004
+            ):
+                result = await execute(effect.tool_call.id, effect.args, self.signal, on_update)
+            else:
+                result = await anyio.to_thread.run_sync(
+                    execute,
+                    effect.tool_call.id,
+                    effect.args,
+                    self.signal,
+                    on_update,
+                    abandon_on_cancel=True,
+                )
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception as exc:
+            settled = True
+            post(("finished", index, None, exc))
+        else:
+            settled = True
+            post(("finished", index, result, None))
+        finally:
+            settled = True
+
+    async def _run_after_hook(self, effect: CallHook) -> None:
+        try:
+            value = await _call(self.config.after_tool_call, effect.ctx, self.signal)  # type: ignore[arg-type]
+        except Exception as exc:
+            self._post(("hook_failed", effect.index, exc))
+        else:
+            self._post(("hook", effect.index, value))
+
+    def _feed(self, item: tuple[Any, ...]) -> Step:
+        m = self.m
+        kind = item[0]
+        if kind == "update":
+            if m.state != "executing":
+                return Step()
+            return m.tool_update(item[1], item[2])
+        if kind == "finished":
+            return m.tool_finished(item[1], result=item[2], error=item[3])
+        if kind == "hook":
+            return m.hook_returned(item[2], item[1])
+        return m.hook_failed(item[2], item[1])
+
+    async def _next_from_inbox(self) -> Step:
+        receive = self._receive
+        assert receive is not None
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                item = await receive.receive()
+            finally:
+                self._scope = None
+            return self._feed(item)
+        return Step()
+
+    def _drain_inbox(self) -> Step | None:
+        """After an abort: feed results that arrived before it was processed (they keep their
+        own results); None once nothing is waiting."""
+        receive = self._receive
+        if receive is None or self.m.state != "executing":
+            return None
+        while True:
+            try:
+                item = receive.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                return None
+            if item[0] == "update":
+                continue
+            return self._feed(item)
+
+
+# --- entry points -------------------------------------------------------------------------
+
+
+async def _run(
+    prompts: list[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: Emit | None,
+    signal: AbortSignal | None,
+    stream_fn: StreamFn,
+    on_transition: Callable[[TransitionRecord], None] | None,
+) -> list[AgentMessage]:
+    machine = LoopMachine(prompts, context, config, signal=signal, on_transition=on_transition)
+    await _Driver(machine, stream_fn, emit, signal).run()
+    return machine.new_messages
+
+
+async def run_agent_loop(
+    prompts: Iterable[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: Emit | None = None,
+    *,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+) -> list[AgentMessage]:
+    """Run the loop with ``prompts`` appended to (a copy of) ``context``; return the messages
+    the run created. ``emit(event)`` (sync or async) is awaited for every event, in order.
+    ``on_transition(record)`` (an extension) is called, synchronously, for every state change.
+    """
+    fn = _resolve_stream_fn(stream_fn)
+    return await _run(list(prompts), context, config, emit, signal, fn, on_transition)
+
+
+async def run_agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: Emit | None = None,
+    *,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+) -> list[AgentMessage]:
+    """Continue from ``context`` as it is (no prompts). Raises ``ValueError`` before emitting
+    anything when the transcript is empty or ends with an assistant message."""
+    fn = _resolve_stream_fn(stream_fn)
+    _check_continue(context)
+    return await _run([], context, config, emit, signal, fn, on_transition)
+
+
+class EventStream:
+    """The events of a run, as an async iterator; ``await result()`` gives the new messages."""
+
+    def __init__(self, receive: MemoryObjectReceiveStream[Any]) -> None:
+        self._receive = receive
+        self._done = anyio.Event()
+        self._result: list[AgentMessage] | None = None
+        self._error: BaseException | None = None
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Any]:
+        async for event in self._receive:
+            yield event
+
+    async def result(self) -> list[AgentMessage]:
+        """Wait for the run to end; return the messages it created."""
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+@asynccontextmanager
+async def _loop_cm(
+    prompts: list[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None,
+    stream_fn: StreamFn | None,
+    on_transition: Callable[[TransitionRecord], None] | None,
+    continuing: bool,
+) -> AsyncIterator[EventStream]:
+    fn = _resolve_stream_fn(stream_fn)  # raised on entering the block
+    if continuing:
+        _check_continue(context)
+    send, receive = anyio.create_memory_object_stream[Any](math.inf)
+    stream = EventStream(receive)
+    inner = AbortController()
+    remove = signal.add_callback(lambda: inner.abort(signal.reason)) if signal is not None else None
+
+    async def runner() -> None:
+        try:
+            with send:
+                stream._result = await _run(
+                    prompts, context, config, send.send_nowait, inner.signal, fn, on_transition
+                )
+        except BaseException as exc:
+            stream._error = exc
+            raise
+        finally:
+            stream._done.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runner)
+            try:
+                yield stream
+            finally:
+                if not stream._done.is_set():
+                    # leaving early: abort the run so that it ends with a valid transcript
+                    inner.abort("event stream closed")
+                receive.close()
+    finally:
+        if remove is not None:
+            remove()
+
+
+def agent_loop(
+    prompts: Iterable[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    *,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+) -> Any:
+    """``async with agent_loop(...) as events:`` — iterate the run's events; ``await
+    events.result()`` for the new messages. Leaving the block early aborts the run cleanly.
+    The stream function is checked on entering."""
+    return _loop_cm(list(prompts), context, config, signal, stream_fn, on_transition, False)
+
+
+def agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    *,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+) -> Any:
+    """The context-manager form of :func:`run_agent_loop_continue` (checks on entering)."""
+    return _loop_cm([], context, config, signal, stream_fn, on_transition, True)

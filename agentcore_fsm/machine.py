@@ -1,0 +1,904 @@
+"""The sans-IO agent loop: a state machine fed inputs that answers with events and effects.
+
+``LoopMachine`` is built from the declaration in ``states/agent_loop.toml`` on the shared
+``transitions.Machine`` for it. It never awaits, sleeps or touches the network. Every input is a
+method; each returns a :class:`Step` — the agent events to emit, in order, and the effects the
+machine needs performed next (poll steering, call the model, run a tool, call a hook). The async
+driver (``driver.py``) performs effects and feeds their outcomes back; it decides nothing.
+
+Stepping by hand, with no event loop::
+
+    m = LoopMachine([UserMessage(content="hi")], AgentContext(), AgentLoopConfig(model=model))
+    step = m.start()            # agent_start, turn_start, message_start/end of the prompt
+    m.state                     # 'streaming' (no steering hook configured: nothing to poll)
+    step.effects                # [CallModel(...)]
+    m.stream_event(StreamDone(reason="stop", message=AssistantMessage(...)))
+
+Rule: everything that decides what happens next lives in this file or in the declaration.
+Streamed deltas do not cost a state transition: ``stream_event`` is an internal input that only
+builds the ``message_update``; transitions happen at phase changes only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .abort import AbortSignal
+from .config import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentLoopTurnUpdate,
+    PrepareNextTurnContext,
+)
+from .declaration import Declaration, TransitionSpec, load_declaration, shared_machine
+from .events import (
+    AgentEndEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
+from .messages import AgentMessage, AssistantMessage, Model, TextContent, ToolCall, ToolResultMessage
+from .tools import (
+    AfterToolCallContext,
+    AgentTool,
+    AgentToolResult,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    ToolCallRejected,
+    error_result,
+    find_tool,
+    merge_after,
+    validate_arguments,
+)
+
+__all__ = [
+    "CallHook",
+    "CallModel",
+    "Effect",
+    "ExecuteTool",
+    "LoopMachine",
+    "MachineError",
+    "MachineInputError",
+    "PollFollowUp",
+    "PollSteering",
+    "Step",
+    "TransitionRecord",
+]
+
+ABORTED_TEXT = "Operation aborted"
+REQUEST_ABORTED = "Request was aborted"
+TRUNCATED_TEXT = (
+    'Tool call "{name}" was not executed: the response hit the output token limit, so its '
+    "arguments may be truncated. Re-issue the tool call with complete arguments."
+)
+BLOCKED_TEXT = "Tool execution was blocked"
+
+
+class MachineError(RuntimeError):
+    """The machine or its declaration is inconsistent (a bug, never bad user input)."""
+
+
+class MachineInputError(MachineError):
+    """An input was fed that the current state does not accept."""
+
+    def __init__(self, input_name: str, state: str, accepted: list[str]) -> None:
+        self.input_name, self.state, self.accepted = input_name, state, accepted
+        listed = ", ".join(accepted) if accepted else "nothing (the run has stopped)"
+        super().__init__(
+            f"input {input_name!r} is not accepted in state {state!r}; it accepts: {listed}"
+        )
+
+
+# --- effects --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PollSteering:
+    """Call ``get_steering_messages()``; feed ``steering_polled(messages)``."""
+
+
+@dataclass(slots=True)
+class PollFollowUp:
+    """Call ``get_follow_up_messages()``; feed ``follow_up_polled(messages)``."""
+
+
+@dataclass(slots=True)
+class CallModel:
+    """Run one model call over ``context``: ``transform_context``, ``convert_to_llm``, the api
+    key, then the stream function with ``model`` and ``reasoning``. Feed each stream event with
+    ``stream_event``; a raise anywhere with ``fail``."""
+
+    context: AgentContext
+    model: Model
+    reasoning: str | None
+
+
+@dataclass(slots=True)
+class CallHook:
+    """Call the hook ``name`` as ``hook(ctx, signal)``; feed ``hook_returned(value, index)`` or
+    ``hook_failed(exc, index)``. ``index`` is the tool call's position for tool hooks."""
+
+    name: Literal["before_tool_call", "after_tool_call", "prepare_next_turn", "should_stop_after_turn"]
+    ctx: Any
+    index: int | None = None
+
+
+@dataclass(slots=True)
+class ExecuteTool:
+    """Run ``tool.execute(tool_call.id, args, signal, on_update)``; feed ``tool_update(index,
+    partial)`` for updates and ``tool_finished(index, result=...)`` or ``(index, error=...)``."""
+
+    index: int
+    tool: AgentTool
+    tool_call: ToolCall
+    args: Any
+
+
+Effect = PollSteering | PollFollowUp | CallModel | CallHook | ExecuteTool
+
+
+@dataclass(slots=True)
+class Step:
+    """What one input produced: events to emit (in order) and effects to perform."""
+
+    events: list[Any] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class TransitionRecord:
+    """One transition taken: its declared index, trigger, source and destination."""
+
+    index: int
+    trigger: str
+    source: str
+    dest: str
+
+
+# --- per-call bookkeeping -------------------------------------------------------------------
+
+_NEW, _BEFORE, _PREPARED, _RUNNING, _AFTER, _DONE = range(6)
+
+
+class _Call:
+    __slots__ = ("args", "call", "index", "is_error", "message", "result", "stage", "started", "tool")
+
+    def __init__(self, index: int, call: ToolCall) -> None:
+        self.index = index
+        self.call = call
+        self.tool: AgentTool | None = None
+        self.args: Any = None
+        self.stage = _NEW
+        self.started = False
+        self.result: AgentToolResult | None = None
+        self.is_error = False
+        self.message: ToolResultMessage | None = None
+
+
+class _Handle:
+    """What joins the shared ``transitions.Machine``: it carries ``state`` and the trigger
+    methods ``transitions`` binds, and points back at its owner."""
+
+    def __init__(self, owner: LoopMachine) -> None:
+        self.owner = owner
+
+
+_STREAM_UPDATE_TYPES = frozenset(
+    {
+        "text_start",
+        "text_delta",
+        "text_end",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_end",
+    }
+)
+
+
+class LoopMachine:
+    """One run of the agent loop, as a sans-IO state machine (see the module docstring)."""
+
+    def __init__(
+        self,
+        prompts: Iterable[AgentMessage],
+        context: AgentContext,
+        config: AgentLoopConfig,
+        *,
+        signal: AbortSignal | None = None,
+        declaration: Declaration | None = None,
+        on_transition: Callable[[TransitionRecord], None] | None = None,
+    ) -> None:
+        self.declaration = decl = declaration or load_declaration("agent_loop")
+        self.config = config
+        self.signal = signal
+        self.on_transition = on_transition
+        self.prompts = list(prompts)
+        # a run works on a copy: the caller's context and list are never mutated
+        self.context = AgentContext(context.system_prompt, list(context.messages), list(context.tools))
+        self.context.messages.extend(self.prompts)
+        self.model = config.model
+        self.reasoning: str | None = config.reasoning
+        self.new_messages: list[AgentMessage] = list(self.prompts)
+        self.history: list[TransitionRecord] = []
+        self.end_reason: str | None = None
+
+        self._accepts = _accepts_table(decl)
+        self._out: list[Any] = []
+        self._effects: list[Effect] = []
+        self._fired: TransitionSpec | None = None
+        # run flags
+        self._first_turn = True
+        self._turn_open = False
+        self._polled: list[AgentMessage] = []
+        self._aborted = False
+        self._failure: BaseException | None = None
+        self._stop_requested = False
+        self._batch_had_calls = False
+        self._batch_terminated = False
+        # turn data
+        self._partial: AssistantMessage | None = None
+        self._final: AssistantMessage | None = None
+        self._message_started = False
+        self._calls: list[_Call] = []
+        self._cursor = 0
+        self._parallel = True
+        self._turn_stage = ""
+
+        self._machine = shared_machine(decl)
+        self._handle = _Handle(self)
+        self._machine.add_model(self._handle)
+        self._enter_table: dict[str, Callable[[], None]] = {
+            "awaiting_steering": self._enter_awaiting_steering,
+            "awaiting_follow_up": self._enter_awaiting_follow_up,
+            "streaming": self._enter_streaming,
+            "preparing_tools": self._enter_preparing_tools,
+            "executing": self._enter_executing,
+            "turn_end": self._enter_turn_end,
+            "stopped": self._enter_stopped,
+        }
+        self._actions: dict[str, Callable[[], None]] = {
+            name: getattr(self, f"_emit_{name}") for name in decl.emits
+        }
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """The current state's name."""
+        state: str = self._handle.state
+        return state
+
+    @property
+    def finished(self) -> bool:
+        return self._handle.state == self.declaration.final
+
+    def accepted_inputs(self) -> list[str]:
+        """The inputs the current state accepts."""
+        return self.declaration.accepted_inputs(self.state)
+
+    @property
+    def turn_message(self) -> AssistantMessage | None:
+        """The current turn's assistant message once it ended (or the partial one while it streams)."""
+        return self._final or self._partial
+
+    @property
+    def pending_tool_calls(self) -> list[str]:
+        """Ids of the tool calls that have started and not ended."""
+        return [c.call.id for c in self._calls if c.started and c.stage != _DONE]
+
+    # --- inputs -----------------------------------------------------------------------------
+
+    def start(self) -> Step:
+        self._check("start")
+        self._fire("start")
+        return self._take()
+
+    def steering_polled(self, messages: Iterable[AgentMessage] | None) -> Step:
+        self._check("steering_polled")
+        self._polled = list(messages) if messages else []
+        self._fire("steering_polled")
+        return self._take()
+
+    def follow_up_polled(self, messages: Iterable[AgentMessage] | None) -> Step:
+        self._check("follow_up_polled")
+        self._polled = list(messages) if messages else []
+        self._fire("follow_up_polled")
+        return self._take()
+
+    def stream_event(self, event: Any) -> Step:
+        """Feed one event from the stream function (the hot path: no transition per delta)."""
+        if self._handle.state != "streaming":
+            self._check("stream_event")
+        kind = event.type
+        if kind in _STREAM_UPDATE_TYPES:
+            if self._message_started:
+                self._partial = event.partial
+                return Step([MessageUpdateEvent(message=event.partial, assistant_message_event=event)], [])
+            return Step([], [])  # deltas before `start` are dropped
+        if kind == "start":
+            if not self._message_started:
+                self._message_started = True
+                self._partial = event.partial
+                return Step([MessageStartEvent(message=event.partial)], [])
+            return Step([], [])
+        if kind == "done":
+            self._final = event.message
+        elif kind == "error":
+            self._final = event.error
+        else:
+            self._failure = TypeError(f"Stream function yielded an unknown event type: {kind!r}")
+            self._fire("fail")
+            return self._take()
+        self._fire("model_finished")
+        return self._take()
+
+    def stream_exhausted(self) -> Step:
+        """The stream ended without a ``done``/``error`` event: a failure of the stream function."""
+        self._check("stream_exhausted")
+        self._failure = RuntimeError("Stream function ended without a done or error event")
+        self._fire("fail")
+        return self._take()
+
+    def tool_update(self, index: int, partial: AgentToolResult) -> Step:
+        self._check("tool_update")
+        c = self._calls[index]
+        if c.stage != _RUNNING:
+            return Step([], [])
+        if not isinstance(partial, AgentToolResult):
+            partial = AgentToolResult.model_validate(partial)
+        return Step(
+            [
+                ToolExecutionUpdateEvent(
+                    tool_call_id=c.call.id, tool_name=c.call.name, args=c.args, partial_result=partial
+                )
+            ],
+            [],
+        )
+
+    def tool_finished(
+        self, index: int, result: Any = None, error: BaseException | None = None
+    ) -> Step:
+        """A tool's ``execute`` returned ``result`` or raised ``error``."""
+        self._check("tool_finished")
+        c = self._calls[index]
+        if c.stage != _RUNNING:
+            raise MachineError(f"tool call #{index} ({c.call.name}) is not running")
+        if error is not None:
+            c.result, c.is_error = error_result(_exc_text(error)), True
+        else:
+            try:
+                c.result = _as_result(result, c.call.name)
+                c.is_error = bool(c.result.is_error)
+            except TypeError as exc:
+                c.result, c.is_error = error_result(str(exc)), True
+        if self.config.after_tool_call is not None and not self._signal_fired():
+            c.stage = _AFTER
+            ctx = AfterToolCallContext(
+                assistant_message=self._final,
+                tool_call=c.call,
+                args=c.args,
+                result=c.result,
+                is_error=c.is_error,
+                context=self.context,
+            )
+            self._effects.append(CallHook("after_tool_call", ctx, index))
+        else:
+            self._complete(c)
+        return self._take()
+
+    def hook_returned(self, value: Any = None, index: int | None = None) -> Step:
+        self._check("hook_returned")
+        state = self._handle.state
+        if state == "turn_end":
+            self._after_turn_hook(value)
+        elif state == "preparing_tools":
+            c = self._hook_call(index, _BEFORE)
+            try:
+                blocked = _before_result(value)
+            except Exception as exc:
+                blocked = _exc_text(exc)
+            if blocked is not None:
+                self._settle_immediate(c, blocked)
+            else:
+                c.stage = _PREPARED
+            self._prepare_more()
+        else:
+            c = self._hook_call(index, _AFTER)
+            try:
+                assert c.result is not None
+                c.result, c.is_error = merge_after(c.result, c.is_error, value)
+            except Exception as exc:
+                c.result, c.is_error = error_result(_exc_text(exc)), True
+            self._complete(c)
+        return self._take()
+
+    def hook_failed(self, error: BaseException, index: int | None = None) -> Step:
+        """A tool hook raised: that call's result becomes an error (SPEC §3.2)."""
+        self._check("hook_failed")
+        if self._handle.state == "preparing_tools":
+            c = self._hook_call(index, _BEFORE)
+            self._settle_immediate(c, _exc_text(error))
+            self._prepare_more()
+        else:
+            c = self._hook_call(index, _AFTER)
+            c.result, c.is_error = error_result(_exc_text(error)), True
+            self._complete(c)
+        return self._take()
+
+    def abort(self) -> Step:
+        """The abort signal fired: end the run now, losing nothing (SPEC §4)."""
+        self._check("abort")
+        self._aborted = True
+        self._fire("abort")
+        return self._take()
+
+    def fail(self, error: BaseException) -> Step:
+        """A failure (SPEC §5): a hook, poll, stream function or emit raised ``error``."""
+        self._check("fail")
+        self._failure = error
+        self._fire("fail")
+        return self._take()
+
+    # --- engine -----------------------------------------------------------------------------
+
+    def _check(self, name: str) -> None:
+        state = self._handle.state
+        if name not in self._accepts[state]:
+            raise MachineInputError(name, state, self.declaration.accepted_inputs(state))
+
+    def _take(self) -> Step:
+        step = Step(self._out, self._effects)
+        self._out = []
+        self._effects = []
+        return step
+
+    def _after_transition(self, spec: TransitionSpec) -> None:
+        self._fired = spec
+
+    def check_guard(self, name: str) -> bool:
+        result: bool = getattr(self, f"_guard_{name}")()
+        return result
+
+    def _fire(self, trigger: str) -> None:
+        source = self._handle.state
+        self._fired = None
+        self._handle.trigger(trigger)
+        spec = self._fired
+        if spec is None:
+            raise MachineError(
+                f"no declared transition for {trigger!r} from {source!r} had its guards hold"
+            )
+        record = TransitionRecord(spec.index, trigger, source, spec.dest)
+        self.history.append(record)
+        if self.on_transition is not None:
+            self.on_transition(record)
+        for action in spec.emits:
+            self._actions[action]()
+        enter = self._enter_table.get(spec.dest)
+        if enter is not None:
+            enter()
+
+    def _signal_fired(self) -> bool:
+        return self.signal is not None and self.signal.aborted
+
+    def _abort_if_signalled(self) -> bool:
+        if self._signal_fired() and not self._aborted:
+            self._aborted = True
+            self._fire("abort")
+            return True
+        return False
+
+    # --- guards -----------------------------------------------------------------------------
+
+    def _guard_first_turn(self) -> bool:
+        return self._first_turn
+
+    def _guard_has_new_messages(self) -> bool:
+        return bool(self._polled)
+
+    def _guard_tools_continue(self) -> bool:
+        return self._batch_had_calls and not self._batch_terminated
+
+    def _guard_assistant_failed(self) -> bool:
+        return self._final is not None and self._final.stop_reason in ("error", "aborted")
+
+    def _guard_truncated_tool_calls(self) -> bool:
+        final = self._final
+        return final is not None and final.stop_reason == "length" and bool(final.tool_calls())
+
+    def _guard_has_tool_calls(self) -> bool:
+        return self._final is not None and bool(self._final.tool_calls())
+
+    def _guard_has_runnable_calls(self) -> bool:
+        return any(c.stage == _PREPARED for c in self._calls)
+
+    def _guard_calls_remain(self) -> bool:
+        return self._cursor < len(self._calls)
+
+    def _guard_stop_requested(self) -> bool:
+        return self._stop_requested
+
+    def _guard_turn_open(self) -> bool:
+        return self._turn_open
+
+    # --- entering states --------------------------------------------------------------------
+
+    def _enter_awaiting_steering(self) -> None:
+        if self._abort_if_signalled():
+            return
+        if self.config.get_steering_messages is None:
+            self._polled = []
+            self._fire("steering_polled")
+        else:
+            self._effects.append(PollSteering())
+
+    def _enter_awaiting_follow_up(self) -> None:
+        if self._abort_if_signalled():
+            return
+        if self.config.get_follow_up_messages is None:
+            self._polled = []
+            self._fire("follow_up_polled")
+        else:
+            self._effects.append(PollFollowUp())
+
+    def _enter_streaming(self) -> None:
+        self._first_turn = False
+        self._partial = None
+        self._final = None
+        self._message_started = False
+        self._calls = []
+        self._cursor = 0
+        if self._abort_if_signalled():
+            return
+        self._effects.append(CallModel(self.context, self.model, self.reasoning))
+
+    def _enter_preparing_tools(self) -> None:
+        if not self._calls:
+            assert self._final is not None
+            self._calls = [_Call(i, call) for i, call in enumerate(self._final.tool_calls())]
+            self._parallel = self.config.tool_execution != "sequential" and not any(
+                _tool_mode(self.context.tools, c.call.name) == "sequential" for c in self._calls
+            )
+        if self._abort_if_signalled():
+            return
+        self._prepare_more()
+
+    def _enter_executing(self) -> None:
+        if self._abort_if_signalled():
+            return
+        for c in self._calls:
+            if c.stage == _PREPARED:
+                c.stage = _RUNNING
+                assert c.tool is not None
+                self._effects.append(ExecuteTool(c.index, c.tool, c.call, c.args))
+
+    def _enter_turn_end(self) -> None:
+        calls = self._calls
+        self._batch_had_calls = bool(calls)
+        self._batch_terminated = bool(calls) and all(
+            c.result is not None and c.result.terminate is True for c in calls
+        )
+        self._stop_requested = False
+        if self._abort_if_signalled():
+            return
+        if self.config.prepare_next_turn is not None:
+            self._turn_stage = "prepare"
+            self._effects.append(CallHook("prepare_next_turn", self._turn_context()))
+        else:
+            self._ask_should_stop()
+
+    def _enter_stopped(self) -> None:
+        try:
+            self._machine.remove_model(self._handle)
+        except ValueError:  # pragma: no cover - already removed
+            pass
+
+    # --- tools ------------------------------------------------------------------------------
+
+    def _prepare_more(self) -> None:
+        """Steps 1-5 of SPEC §3.2 for calls from the cursor on (one runnable call at a time in
+        sequential mode), then fire ``tools_prepared``. Pauses while a before hook runs."""
+        calls = self._calls
+        while self._cursor < len(calls):
+            c = calls[self._cursor]
+            if c.stage == _NEW:
+                if self._abort_if_signalled():
+                    return
+                c.started = True
+                self._out.append(
+                    ToolExecutionStartEvent(
+                        tool_call_id=c.call.id, tool_name=c.call.name, args=c.call.arguments
+                    )
+                )
+                try:
+                    tool = find_tool(self.context.tools, c.call.name)
+                    raw: Any = c.call.arguments
+                    if tool.prepare_arguments is not None:
+                        raw = tool.prepare_arguments(raw)
+                    c.tool, c.args = tool, validate_arguments(tool, raw)
+                except ToolCallRejected as exc:
+                    self._settle_immediate(c, str(exc))
+                except Exception as exc:
+                    self._settle_immediate(c, _exc_text(exc))
+                else:
+                    if self.config.before_tool_call is not None:
+                        c.stage = _BEFORE
+                        ctx = BeforeToolCallContext(
+                            assistant_message=self._final,
+                            tool_call=c.call,
+                            args=c.args,
+                            context=self.context,
+                        )
+                        self._effects.append(CallHook("before_tool_call", ctx, c.index))
+                        return
+                    c.stage = _PREPARED
+            elif c.stage == _BEFORE:
+                return
+            self._cursor += 1
+            if not self._parallel and c.stage == _PREPARED:
+                break
+        self._fire("tools_prepared")
+
+    def _hook_call(self, index: int | None, stage: int) -> _Call:
+        if index is None or not 0 <= index < len(self._calls) or self._calls[index].stage != stage:
+            raise MachineError(f"no tool call #{index} is waiting for a hook")
+        return self._calls[index]
+
+    def _settle_immediate(self, c: _Call, text: str) -> None:
+        c.result, c.is_error, c.stage = error_result(text), True, _DONE
+        self._out.append(
+            ToolExecutionEndEvent(
+                tool_call_id=c.call.id, tool_name=c.call.name, result=c.result, is_error=True
+            )
+        )
+        if not self._parallel:
+            self._send_result_message(c)
+
+    def _complete(self, c: _Call) -> None:
+        assert c.result is not None
+        c.stage = _DONE
+        self._out.append(
+            ToolExecutionEndEvent(
+                tool_call_id=c.call.id, tool_name=c.call.name, result=c.result, is_error=c.is_error
+            )
+        )
+        if not self._parallel:
+            self._send_result_message(c)
+        if not any(x.stage in (_RUNNING, _AFTER) for x in self._calls):
+            self._fire("tools_settled")
+
+    def _send_result_message(self, c: _Call) -> None:
+        result = c.result
+        assert result is not None
+        message = ToolResultMessage(
+            tool_call_id=c.call.id,
+            tool_name=c.call.name,
+            content=result.content,
+            details=result.details,
+            usage=result.usage,
+            added_tool_names=result.added_tool_names,
+            is_error=c.is_error,
+        )
+        c.message = message
+        self._append(message)
+
+    def _append(self, message: AgentMessage) -> None:
+        self.context.messages.append(message)
+        self.new_messages.append(message)
+        self._out.append(MessageStartEvent(message=message))
+        self._out.append(MessageEndEvent(message=message))
+
+    # --- between turns ----------------------------------------------------------------------
+
+    def _turn_context(self) -> PrepareNextTurnContext:
+        return PrepareNextTurnContext(
+            message=self._final,
+            tool_results=self._tool_results(),
+            context=self.context,
+            new_messages=list(self.new_messages),
+        )
+
+    def _ask_should_stop(self) -> None:
+        if self.config.should_stop_after_turn is not None:
+            self._turn_stage = "should_stop"
+            self._effects.append(CallHook("should_stop_after_turn", self._turn_context()))
+        else:
+            self._fire("turn_closed")
+
+    def _after_turn_hook(self, value: Any) -> None:
+        if self._turn_stage == "prepare":
+            if value is not None:
+                update = value if isinstance(value, AgentLoopTurnUpdate) else AgentLoopTurnUpdate(**value)
+                if update.context is not None:
+                    self.context = update.context.copy()
+                if update.model is not None:
+                    self.model = update.model
+                if update.thinking_level is not None:
+                    self.reasoning = None if update.thinking_level == "off" else update.thinking_level
+            if self._abort_if_signalled():
+                return
+            self._ask_should_stop()
+        else:
+            self._stop_requested = bool(value)
+            self._fire("turn_closed")
+
+    def _tool_results(self) -> list[ToolResultMessage]:
+        return [c.message for c in self._calls if c.message is not None]
+
+    # --- emit actions (named in the declaration's [emits]) ------------------------------------
+
+    def _emit_agent_start(self) -> None:
+        self._out.append(AgentStartEvent())
+
+    def _emit_turn_start(self) -> None:
+        self._turn_open = True
+        self._out.append(TurnStartEvent())
+
+    def _emit_prompt_messages(self) -> None:
+        out = self._out
+        for message in self.prompts:
+            out.append(MessageStartEvent(message=message))
+            out.append(MessageEndEvent(message=message))
+
+    def _emit_injected_messages(self) -> None:
+        polled, self._polled = self._polled, []
+        for message in polled:
+            self._append(message)
+
+    def _emit_assistant_end(self) -> None:
+        final = self._final
+        if final is None:
+            final = self._failure_message(self._partial)
+            self._final = final
+        if not self._message_started:
+            self._message_started = True
+            self._out.append(MessageStartEvent(message=final))
+        self.context.messages.append(final)
+        self.new_messages.append(final)
+        self._out.append(MessageEndEvent(message=final))
+
+    def _emit_truncated_results(self) -> None:
+        assert self._final is not None
+        self._parallel = False
+        self._calls = [_Call(i, call) for i, call in enumerate(self._final.tool_calls())]
+        for c in self._calls:
+            c.started = True
+            self._out.append(
+                ToolExecutionStartEvent(tool_call_id=c.call.id, tool_name=c.call.name, args=c.call.arguments)
+            )
+            self._settle_immediate(c, TRUNCATED_TEXT.format(name=c.call.name))
+        self._cursor = len(self._calls)
+
+    def _emit_tool_result_messages(self) -> None:
+        for c in self._calls:
+            if c.message is None and c.stage == _DONE:
+                self._send_result_message(c)
+
+    def _emit_unanswered_results(self) -> None:
+        for c in self._calls:
+            if c.stage == _DONE:
+                continue
+            if not c.started:
+                c.started = True
+                self._out.append(
+                    ToolExecutionStartEvent(
+                        tool_call_id=c.call.id, tool_name=c.call.name, args=c.call.arguments
+                    )
+                )
+            c.result, c.is_error, c.stage = error_result(ABORTED_TEXT), True, _DONE
+            self._out.append(
+                ToolExecutionEndEvent(
+                    tool_call_id=c.call.id, tool_name=c.call.name, result=c.result, is_error=True
+                )
+            )
+        for c in self._calls:
+            if c.message is None:
+                self._send_result_message(c)
+        self._cursor = len(self._calls)
+
+    def _emit_turn_end(self) -> None:
+        self._turn_open = False
+        self._out.append(TurnEndEvent(message=self._final, tool_results=self._tool_results()))
+
+    def _emit_failure_turn(self) -> None:
+        self._out.append(TurnStartEvent())
+        failure = self._failure_message(None)
+        self._final = failure
+        self._append(failure)
+        self._out.append(TurnEndEvent(message=failure, tool_results=[]))
+
+    def _emit_agent_end(self) -> None:
+        self.end_reason = reason = self._end_reason()
+        self._out.append(AgentEndEvent(messages=list(self.new_messages), reason=reason))
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _failure_message(self, partial: AssistantMessage | None) -> AssistantMessage:
+        """The message that closes a turn cut short by abort or failure (SPEC §4, §5)."""
+        aborted = self._aborted or self._signal_fired()
+        stop: Literal["aborted", "error"] = "aborted" if aborted else "error"
+        if self._failure is not None:
+            text = _exc_text(self._failure)
+        else:
+            text = REQUEST_ABORTED
+        if partial is not None:
+            message = partial.model_copy(deep=True)
+            message.stop_reason = stop
+            message.error_message = text
+            return message
+        model = self.model
+        return AssistantMessage(
+            content=[TextContent(text="")],
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason=stop,
+            error_message=text,
+        )
+
+    def _end_reason(self) -> Literal["completed", "stopped", "aborted", "error"]:
+        if self._aborted:
+            return "aborted"
+        if self._failure is not None:
+            return "aborted" if self._signal_fired() else "error"
+        final = self._final
+        if final is not None and final.stop_reason in ("error", "aborted"):
+            return "aborted" if final.stop_reason == "aborted" else "error"
+        if self._stop_requested or self._batch_terminated:
+            return "stopped"
+        return "completed"
+
+
+def _exc_text(exc: BaseException) -> str:
+    text = str(exc)
+    return text if text else type(exc).__name__
+
+
+def _as_result(value: Any, tool_name: str) -> AgentToolResult:
+    if isinstance(value, AgentToolResult):
+        return value
+    if isinstance(value, dict):
+        return AgentToolResult.model_validate(value)
+    raise TypeError(
+        f"Tool {tool_name} returned {type(value).__name__}; expected an AgentToolResult"
+    )
+
+
+def _before_result(value: Any) -> str | None:
+    """The block reason of a ``before_tool_call`` return value, or None when not blocked."""
+    if value is None:
+        return None
+    if not isinstance(value, BeforeToolCallResult):
+        value = BeforeToolCallResult.model_validate(value)
+    if not value.block:
+        return None
+    return value.reason or BLOCKED_TEXT
+
+
+def _tool_mode(tools: list[AgentTool], name: str) -> str | None:
+    for tool in tools:
+        if tool.name == name:
+            return tool.execution_mode
+    return None
+
+
+_ACCEPTS: dict[int, dict[str, frozenset[str]]] = {}
+
+
+def _accepts_table(decl: Declaration) -> dict[str, frozenset[str]]:
+    table = _ACCEPTS.get(id(decl))
+    if table is None:
+        table = {state: frozenset(decl.accepted_inputs(state)) for state in decl.states}
+        _ACCEPTS[id(decl)] = table
+    return table

@@ -1,0 +1,177 @@
+"""Tools and tool hooks (SPEC §3.2): what a tool is, what it returns, and how a call is checked.
+
+The functions at the bottom are pure: the machine uses them to look a tool up, validate a
+call's arguments and merge an ``after_tool_call`` override. They never await.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .messages import (
+    AssistantMessage,
+    ToolCall,
+    ToolResultContent,
+    Usage,
+    Wire,
+)
+
+__all__ = [
+    "AfterToolCallContext",
+    "AfterToolCallResult",
+    "AgentTool",
+    "AgentToolResult",
+    "BeforeToolCallContext",
+    "BeforeToolCallResult",
+    "ToolExecutionMode",
+    "ToolUpdateCallback",
+]
+
+ToolExecutionMode: TypeAlias = Literal["parallel", "sequential"]
+
+
+class AgentToolResult(Wire):
+    """What a tool returns. ``terminate=True`` on every result of a batch ends the run."""
+
+    content: list[ToolResultContent] = Field(default_factory=list)
+    details: Any = None
+    usage: Usage | None = None
+    added_tool_names: list[str] | None = None
+    terminate: bool | None = None
+    is_error: bool | None = None
+
+
+ToolUpdateCallback: TypeAlias = Callable[[AgentToolResult], None]
+"""``on_update(partial)``: a plain callable, safe to call from a worker thread."""
+
+
+@dataclass(eq=False)
+class AgentTool:
+    """A tool the model may call.
+
+    ``parameters`` is a JSON-schema dict (``execute`` then receives the validated dict) or a
+    pydantic model class (``execute`` then receives an instance of it). ``execute(tool_call_id,
+    params, signal, on_update)`` may be ``async def`` or a plain function; a plain function runs
+    in a worker thread so that it cannot block the event loop.
+    """
+
+    name: str
+    description: str
+    parameters: type[BaseModel] | Mapping[str, Any]
+    execute: Callable[..., Awaitable[AgentToolResult] | AgentToolResult]
+    label: str = ""
+    prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    execution_mode: ToolExecutionMode | None = None
+    _validator: Any = field(default=None, init=False, repr=False)
+
+    def json_schema(self) -> dict[str, Any]:
+        """The parameters as a JSON schema (for providers)."""
+        if isinstance(self.parameters, type) and issubclass(self.parameters, BaseModel):
+            return self.parameters.model_json_schema()
+        return dict(self.parameters)
+
+
+class BeforeToolCallResult(BaseModel):
+    block: bool = False
+    reason: str | None = None
+
+
+class AfterToolCallResult(BaseModel):
+    content: list[ToolResultContent] | None = None
+    details: Any = None
+    is_error: bool | None = None
+    usage: Usage | None = None
+    terminate: bool | None = None
+
+
+class BeforeToolCallContext(BaseModel):
+    """Handed to ``before_tool_call``. Mutating ``args`` changes what the tool receives."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    context: Any
+
+
+class AfterToolCallContext(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    result: AgentToolResult
+    is_error: bool
+    context: Any
+
+
+# --- pure helpers used by the machine -------------------------------------------------------
+
+
+class ToolCallRejected(Exception):
+    """A tool call failed one of the checks that run before execution (the text is the result)."""
+
+
+def error_result(text: str) -> AgentToolResult:
+    """An error result made by the loop: one text block, no details."""
+    from .messages import TextContent
+
+    return AgentToolResult(content=[TextContent(text=text)], details=None, is_error=True)
+
+
+def find_tool(tools: list[AgentTool], name: str) -> AgentTool:
+    for tool in tools:
+        if tool.name == name:
+            return tool
+    raise ToolCallRejected(f"Tool {name} not found")
+
+
+def _format_validation(tool_name: str, problems: list[tuple[str, str]], raw: Any) -> str:
+    lines = [f'Validation failed for tool "{tool_name}":']
+    lines += [f"  - {path}: {message}" for path, message in problems]
+    lines += ["", "Received arguments:", json.dumps(raw, indent=2, default=str)]
+    return "\n".join(lines)
+
+
+def validate_arguments(tool: AgentTool, raw: Any) -> Any:
+    """Validate ``raw`` against the tool's parameters; raise :class:`ToolCallRejected` if wrong."""
+    params = tool.parameters
+    if isinstance(params, type) and issubclass(params, BaseModel):
+        try:
+            return params.model_validate(raw)
+        except ValidationError as exc:
+            problems = [
+                (".".join(str(p) for p in err["loc"]) or "root", err["msg"])
+                for err in exc.errors(include_url=False)
+            ]
+            raise ToolCallRejected(_format_validation(tool.name, problems, raw)) from None
+    from .schema import validate_json_schema
+
+    problems = validate_json_schema(params, raw)
+    if problems:
+        raise ToolCallRejected(_format_validation(tool.name, problems, raw))
+    return raw
+
+
+def merge_after(result: AgentToolResult, is_error: bool, override: Any) -> tuple[AgentToolResult, bool]:
+    """Apply an ``AfterToolCallResult``: every non-None field replaces the original."""
+    if override is None:
+        return result, is_error
+    if not isinstance(override, AfterToolCallResult):
+        override = AfterToolCallResult.model_validate(override)
+    updates: dict[str, Any] = {}
+    for name in ("content", "details", "usage", "terminate"):
+        value = getattr(override, name)
+        if value is not None:
+            updates[name] = value
+    if override.is_error is not None:
+        is_error = override.is_error
+        updates["is_error"] = override.is_error
+    if updates:
+        result = result.model_copy(update=updates)
+    return result, is_error
+
