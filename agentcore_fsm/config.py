@@ -6,11 +6,18 @@ be a plain function or ``async def``; the driver awaits whatever comes back.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from .messages import AgentMessage, AssistantMessage, Message, Model, ThinkingLevel, ToolResultMessage
+from .messages import (
+    AgentMessage,
+    AssistantMessage,
+    Message,
+    Model,
+    ThinkingLevel,
+    ToolResultMessage,
+)
 from .tools import AgentTool, ToolExecutionMode
 
 if TYPE_CHECKING:

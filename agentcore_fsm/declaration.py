@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "Declaration",
@@ -224,6 +224,7 @@ def load_declaration(name: str = "agent_loop") -> Declaration:
 
 
 _MACHINES: dict[int, Any] = {}
+_KEEP: list[Declaration] = []
 
 
 def _check_guard(name: str) -> Any:
@@ -265,10 +266,10 @@ def shared_machine(decl: Declaration) -> Any:
         initial=decl.initial,
         auto_transitions=False,
         send_event=True,
-        queued="model",
+        queued=cast(Any, "model"),
         ignore_invalid_triggers=False,
     )
     # keep the declaration alive while its machine is cached, so that its id is not reused
     _MACHINES[id(decl)] = machine
-    machine.agentcore_declaration = decl
+    _KEEP.append(decl)
     return machine

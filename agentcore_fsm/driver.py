@@ -30,7 +30,14 @@ import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .abort import AbortController, AbortSignal
-from .config import AgentContext, AgentLoopConfig, LlmContext, StreamFn, StreamOptions, default_convert_to_llm
+from .config import (
+    AgentContext,
+    AgentLoopConfig,
+    LlmContext,
+    StreamFn,
+    StreamOptions,
+    default_convert_to_llm,
+)
 from .machine import (
     CallHook,
     CallModel,
@@ -263,7 +270,9 @@ class _Driver:
                     on_payload=config.on_payload,
                     on_response=config.on_response,
                 )
-                llm_context = LlmContext(effect.context.system_prompt, llm_messages, effect.context.tools)
+                llm_context = LlmContext(
+                    effect.context.system_prompt, llm_messages, effect.context.tools
+                )
                 stream = self.stream_fn(effect.model, llm_context, options)
                 if inspect.isawaitable(stream):
                     stream = await stream
@@ -308,7 +317,11 @@ class _Driver:
         self._tg.start_soon(self._guarded, index, scope, fn, effect)
 
     async def _guarded(
-        self, index: int, scope: anyio.CancelScope, fn: Callable[[Any], Awaitable[None]], effect: Any
+        self,
+        index: int,
+        scope: anyio.CancelScope,
+        fn: Callable[[Any], Awaitable[None]],
+        effect: Any,
     ) -> None:
         with scope:
             await fn(effect)
@@ -340,7 +353,7 @@ class _Driver:
                 except RuntimeError:
                     pass  # the worker was abandoned (abort): updates are ignored
 
-        execute = effect.tool.execute
+        execute: Any = effect.tool.execute
         try:
             if inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
                 getattr(execute, "__call__", None)  # noqa: B004

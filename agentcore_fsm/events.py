@@ -50,7 +50,10 @@ __all__ = [
 ]
 
 _CONFIG = ConfigDict(
-    alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, arbitrary_types_allowed=True
+    alias_generator=to_camel,
+    validate_by_name=True,
+    validate_by_alias=True,
+    arbitrary_types_allowed=True,
 )
 _ADAPTERS: dict[type, TypeAdapter[Any]] = {}
 E = TypeVar("E", bound="EventData")
@@ -68,13 +71,14 @@ class EventData:
 
     __slots__ = ()
     __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
-    type: str
 
-    def model_dump(self, *, mode: str = "python", by_alias: bool = False, **kwargs: Any) -> Any:
-        return _adapter(type(self)).dump_python(self, mode=mode, by_alias=by_alias, **kwargs)
+    def model_dump(
+        self, *, mode: Literal["json", "python"] = "python", by_alias: bool = False, **kwargs: Any
+    ) -> Any:
+        return _adapter(self.__class__).dump_python(self, mode=mode, by_alias=by_alias, **kwargs)
 
     def model_dump_json(self, *, by_alias: bool = False, **kwargs: Any) -> str:
-        data: bytes = _adapter(type(self)).dump_json(self, by_alias=by_alias, **kwargs)
+        data: bytes = _adapter(self.__class__).dump_json(self, by_alias=by_alias, **kwargs)
         return data.decode()
 
     @classmethod
@@ -88,25 +92,23 @@ class EventData:
         return result
 
 
-_event = dataclass(slots=True, kw_only=True, eq=True)
-
 # --- stream events (SPEC §2) ----------------------------------------------------------------
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class StreamStart(EventData):
     type: Literal["start"] = "start"
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class TextStart(EventData):
     type: Literal["text_start"] = "text_start"
     content_index: int
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class TextDelta(EventData):
     type: Literal["text_delta"] = "text_delta"
     content_index: int
@@ -114,7 +116,7 @@ class TextDelta(EventData):
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class TextEnd(EventData):
     type: Literal["text_end"] = "text_end"
     content_index: int
@@ -122,14 +124,14 @@ class TextEnd(EventData):
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class ThinkingStart(EventData):
     type: Literal["thinking_start"] = "thinking_start"
     content_index: int
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class ThinkingDelta(EventData):
     type: Literal["thinking_delta"] = "thinking_delta"
     content_index: int
@@ -137,7 +139,7 @@ class ThinkingDelta(EventData):
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class ThinkingEnd(EventData):
     type: Literal["thinking_end"] = "thinking_end"
     content_index: int
@@ -145,14 +147,14 @@ class ThinkingEnd(EventData):
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class ToolCallStart(EventData):
     type: Literal["toolcall_start"] = "toolcall_start"
     content_index: int
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class ToolCallDelta(EventData):
     type: Literal["toolcall_delta"] = "toolcall_delta"
     content_index: int
@@ -160,7 +162,7 @@ class ToolCallDelta(EventData):
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class ToolCallEnd(EventData):
     type: Literal["toolcall_end"] = "toolcall_end"
     content_index: int
@@ -168,14 +170,14 @@ class ToolCallEnd(EventData):
     partial: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class StreamDone(EventData):
     type: Literal["done"] = "done"
     reason: Literal["stop", "length", "toolUse"]
     message: AssistantMessage
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class StreamError(EventData):
     type: Literal["error"] = "error"
     reason: Literal["aborted", "error"]
@@ -204,50 +206,50 @@ STREAM_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AssistantMessageEvent)
 AgentEndReason: TypeAlias = Literal["completed", "stopped", "aborted", "error"]
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class AgentStartEvent(EventData):
     type: Literal["agent_start"] = "agent_start"
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class AgentEndEvent(EventData):
     type: Literal["agent_end"] = "agent_end"
     messages: list[AgentMessageField] = field(default_factory=list)
     reason: AgentEndReason = "completed"
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class TurnStartEvent(EventData):
     type: Literal["turn_start"] = "turn_start"
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class TurnEndEvent(EventData):
     type: Literal["turn_end"] = "turn_end"
     message: AgentMessageField
     tool_results: list[ToolResultMessage] = field(default_factory=list)
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class MessageStartEvent(EventData):
     type: Literal["message_start"] = "message_start"
     message: AgentMessageField
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class MessageUpdateEvent(EventData):
     type: Literal["message_update"] = "message_update"
     message: AgentMessageField
     assistant_message_event: AssistantMessageEvent
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class MessageEndEvent(EventData):
     type: Literal["message_end"] = "message_end"
     message: AgentMessageField
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class ToolExecutionStartEvent(EventData):
     type: Literal["tool_execution_start"] = "tool_execution_start"
     tool_call_id: str
@@ -255,7 +257,7 @@ class ToolExecutionStartEvent(EventData):
     args: Any = None
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class ToolExecutionUpdateEvent(EventData):
     type: Literal["tool_execution_update"] = "tool_execution_update"
     tool_call_id: str
@@ -264,7 +266,7 @@ class ToolExecutionUpdateEvent(EventData):
     partial_result: AgentToolResult
 
 
-@_event
+@dataclass(slots=True, kw_only=True)
 class ToolExecutionEndEvent(EventData):
     type: Literal["tool_execution_end"] = "tool_execution_end"
     tool_call_id: str

@@ -45,7 +45,14 @@ from .events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from .messages import AgentMessage, AssistantMessage, Model, TextContent, ToolCall, ToolResultMessage
+from .messages import (
+    AgentMessage,
+    AssistantMessage,
+    Model,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+)
 from .tools import (
     AfterToolCallContext,
     AgentTool,
@@ -126,7 +133,9 @@ class CallHook:
     """Call the hook ``name`` as ``hook(ctx, signal)``; feed ``hook_returned(value, index)`` or
     ``hook_failed(exc, index)``. ``index`` is the tool call's position for tool hooks."""
 
-    name: Literal["before_tool_call", "after_tool_call", "prepare_next_turn", "should_stop_after_turn"]
+    name: Literal[
+        "before_tool_call", "after_tool_call", "prepare_next_turn", "should_stop_after_turn"
+    ]
     ctx: Any
     index: int | None = None
 
@@ -169,7 +178,17 @@ _NEW, _BEFORE, _PREPARED, _RUNNING, _AFTER, _DONE = range(6)
 
 
 class _Call:
-    __slots__ = ("args", "call", "index", "is_error", "message", "result", "stage", "started", "tool")
+    __slots__ = (
+        "args",
+        "call",
+        "index",
+        "is_error",
+        "message",
+        "result",
+        "stage",
+        "started",
+        "tool",
+    )
 
     def __init__(self, index: int, call: ToolCall) -> None:
         self.index = index
@@ -186,6 +205,9 @@ class _Call:
 class _Handle:
     """What joins the shared ``transitions.Machine``: it carries ``state`` and the trigger
     methods ``transitions`` binds, and points back at its owner."""
+
+    state: str
+    trigger: Callable[[str], bool]
 
     def __init__(self, owner: LoopMachine) -> None:
         self.owner = owner
@@ -225,7 +247,9 @@ class LoopMachine:
         self.on_transition = on_transition
         self.prompts = list(prompts)
         # a run works on a copy: the caller's context and list are never mutated
-        self.context = AgentContext(context.system_prompt, list(context.messages), list(context.tools))
+        self.context = AgentContext(
+            context.system_prompt, list(context.messages), list(context.tools)
+        )
         self.context.messages.extend(self.prompts)
         self.model = config.model
         self.reasoning: str | None = config.reasoning
@@ -281,7 +305,7 @@ class LoopMachine:
 
     @property
     def finished(self) -> bool:
-        return self._handle.state == self.declaration.final
+        return bool(self._handle.state == self.declaration.final)
 
     def accepted_inputs(self) -> list[str]:
         """The inputs the current state accepts."""
@@ -289,7 +313,7 @@ class LoopMachine:
 
     @property
     def turn_message(self) -> AssistantMessage | None:
-        """The current turn's assistant message once it ended (or the partial one while it streams)."""
+        """The turn's assistant message once it ended (the partial one while it streams)."""
         return self._final or self._partial
 
     @property
@@ -324,7 +348,9 @@ class LoopMachine:
         if kind in _STREAM_UPDATE_TYPES:
             if self._message_started:
                 self._partial = event.partial
-                return Step([MessageUpdateEvent(message=event.partial, assistant_message_event=event)], [])
+                return Step(
+                    [MessageUpdateEvent(message=event.partial, assistant_message_event=event)], []
+                )
             return Step([], [])  # deltas before `start` are dropped
         if kind == "start":
             if not self._message_started:
@@ -360,7 +386,10 @@ class LoopMachine:
         return Step(
             [
                 ToolExecutionUpdateEvent(
-                    tool_call_id=c.call.id, tool_name=c.call.name, args=c.args, partial_result=partial
+                    tool_call_id=c.call.id,
+                    tool_name=c.call.name,
+                    args=c.args,
+                    partial_result=partial,
                 )
             ],
             [],
@@ -383,6 +412,7 @@ class LoopMachine:
             except TypeError as exc:
                 c.result, c.is_error = error_result(str(exc)), True
         if self.config.after_tool_call is not None and not self._signal_fired():
+            assert self._final is not None
             c.stage = _AFTER
             ctx = AfterToolCallContext(
                 assistant_message=self._final,
@@ -633,6 +663,7 @@ class LoopMachine:
                     self._settle_immediate(c, _exc_text(exc))
                 else:
                     if self.config.before_tool_call is not None:
+                        assert self._final is not None
                         c.stage = _BEFORE
                         ctx = BeforeToolCallContext(
                             assistant_message=self._final,
@@ -719,13 +750,19 @@ class LoopMachine:
     def _after_turn_hook(self, value: Any) -> None:
         if self._turn_stage == "prepare":
             if value is not None:
-                update = value if isinstance(value, AgentLoopTurnUpdate) else AgentLoopTurnUpdate(**value)
+                update = (
+                    value
+                    if isinstance(value, AgentLoopTurnUpdate)
+                    else AgentLoopTurnUpdate(**value)
+                )
                 if update.context is not None:
                     self.context = update.context.copy()
                 if update.model is not None:
                     self.model = update.model
                 if update.thinking_level is not None:
-                    self.reasoning = None if update.thinking_level == "off" else update.thinking_level
+                    self.reasoning = (
+                        None if update.thinking_level == "off" else update.thinking_level
+                    )
             if self._abort_if_signalled():
                 return
             self._ask_should_stop()
@@ -775,7 +812,9 @@ class LoopMachine:
         for c in self._calls:
             c.started = True
             self._out.append(
-                ToolExecutionStartEvent(tool_call_id=c.call.id, tool_name=c.call.name, args=c.call.arguments)
+                ToolExecutionStartEvent(
+                    tool_call_id=c.call.id, tool_name=c.call.name, args=c.call.arguments
+                )
             )
             self._settle_immediate(c, TRUNCATED_TEXT.format(name=c.call.name))
         self._cursor = len(self._calls)

@@ -126,6 +126,10 @@ class ModelCost(Wire):
     cache_write: float = 0.0
 
 
+def _text_only() -> list[Literal["text", "image"]]:
+    return ["text"]
+
+
 class Model(Wire):
     id: str
     name: str = ""
@@ -133,7 +137,7 @@ class Model(Wire):
     provider: str = "unknown"
     base_url: str = ""
     reasoning: bool = False
-    input: list[Literal["text", "image"]] = Field(default_factory=lambda: ["text"])
+    input: list[Literal["text", "image"]] = Field(default_factory=lambda: _text_only())
     cost: ModelCost = Field(default_factory=ModelCost)
     context_window: int = 0
     max_tokens: int = 0

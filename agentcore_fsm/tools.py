@@ -157,7 +157,9 @@ def validate_arguments(tool: AgentTool, raw: Any) -> Any:
     return raw
 
 
-def merge_after(result: AgentToolResult, is_error: bool, override: Any) -> tuple[AgentToolResult, bool]:
+def merge_after(
+    result: AgentToolResult, is_error: bool, override: Any
+) -> tuple[AgentToolResult, bool]:
     """Apply an ``AfterToolCallResult``: every non-None field replaces the original."""
     if override is None:
         return result, is_error
@@ -174,4 +176,3 @@ def merge_after(result: AgentToolResult, is_error: bool, override: Any) -> tuple
     if updates:
         result = result.model_copy(update=updates)
     return result, is_error
-

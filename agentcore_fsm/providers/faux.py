@@ -69,7 +69,9 @@ FauxItem = AssistantMessage | FauxError | Callable[[LlmContext], "AssistantMessa
 _counter = 0
 
 
-def faux_tool_call(name: str, arguments: dict[str, Any] | None = None, id: str | None = None) -> ToolCall:
+def faux_tool_call(
+    name: str, arguments: dict[str, Any] | None = None, id: str | None = None
+) -> ToolCall:
     """A tool-call block (ids are ``call_1``, ``call_2``, ... unless given)."""
     global _counter
     if id is None:
