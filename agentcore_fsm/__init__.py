@@ -4,6 +4,7 @@ Every public name is importable from here. See README.md for the tour and SPEC f
 """
 
 from .abort import AbortController, AbortSignal
+from .agent import Agent, AgentBusyError, AgentListener, AgentState, QueueMode
 from .config import (
     AgentContext,
     AgentLoopConfig,
@@ -63,6 +64,7 @@ from .machine import (
     MachineInputError,
     PollFollowUp,
     PollSteering,
+    Proceed,
     Step,
     TransitionRecord,
 )
@@ -83,6 +85,11 @@ from .messages import (
     Usage,
     UserMessage,
 )
+from .providers.anthropic import AnthropicProvider, stream_anthropic
+from .providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
+from .providers.models import get_model, list_models, openai_compatible_model
+from .providers.openai import OpenAIProvider, stream_openai
+from .recorder import RecordedRun, RunFileError, RunRecorder, load_run
 from .tools import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -102,16 +109,21 @@ __all__ = [
     "AbortSignal",
     "AfterToolCallContext",
     "AfterToolCallResult",
+    "Agent",
+    "AgentBusyError",
     "AgentContext",
     "AgentEndEvent",
     "AgentEndReason",
     "AgentEvent",
+    "AgentListener",
     "AgentLoopConfig",
     "AgentLoopTurnUpdate",
     "AgentMessage",
     "AgentStartEvent",
+    "AgentState",
     "AgentTool",
     "AgentToolResult",
+    "AnthropicProvider",
     "AssistantMessage",
     "AssistantMessageEvent",
     "BeforeToolCallContext",
@@ -123,6 +135,8 @@ __all__ = [
     "DeclarationError",
     "EventStream",
     "ExecuteTool",
+    "FauxError",
+    "FauxProvider",
     "ImageContent",
     "LlmContext",
     "LoopMachine",
@@ -134,9 +148,15 @@ __all__ = [
     "MessageUpdateEvent",
     "Model",
     "ModelCost",
+    "OpenAIProvider",
     "PollFollowUp",
     "PollSteering",
     "PrepareNextTurnContext",
+    "Proceed",
+    "QueueMode",
+    "RecordedRun",
+    "RunFileError",
+    "RunRecorder",
     "ShouldStopAfterTurnContext",
     "Step",
     "StopReason",
@@ -172,10 +192,18 @@ __all__ = [
     "agent_loop",
     "agent_loop_continue",
     "default_convert_to_llm",
+    "faux_response",
+    "faux_tool_call",
     "get_default_stream_fn",
+    "get_model",
+    "list_models",
     "load_declaration",
+    "load_run",
+    "openai_compatible_model",
     "parse_declaration",
     "run_agent_loop",
     "run_agent_loop_continue",
     "set_default_stream_fn",
+    "stream_anthropic",
+    "stream_openai",
 ]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 __all__ = [
     "Declaration",
@@ -266,7 +266,11 @@ def shared_machine(decl: Declaration) -> Any:
         initial=decl.initial,
         auto_transitions=False,
         send_event=True,
-        queued=cast(Any, "model"),
+        # Not queued: a queued Machine keeps ONE transition queue for all its models, so two
+        # threads stepping different runs would run each other's triggers. No callback here ever
+        # fires a trigger (the engine fires follow-up triggers after `trigger()` returns), so
+        # unqueued processing is both correct and safe to share across threads.
+        queued=False,
         ignore_invalid_triggers=False,
     )
     # keep the declaration alive while its machine is cached, so that its id is not reused

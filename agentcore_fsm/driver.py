@@ -46,6 +46,7 @@ from .machine import (
     LoopMachine,
     PollFollowUp,
     PollSteering,
+    Proceed,
     Step,
     TransitionRecord,
 )
@@ -131,6 +132,9 @@ class _Driver:
     def _on_abort(self) -> None:
         if self._scope is not None and not self._emitting:
             self._scope.cancel()
+        self._cancel_tasks()
+
+    def _cancel_tasks(self) -> None:
         for scope in self._task_scopes.values():
             scope.cancel()
 
@@ -147,8 +151,7 @@ class _Driver:
                 try:
                     await self._process(self.m.start())
                 finally:
-                    for scope in self._task_scopes.values():
-                        scope.cancel()
+                    self._cancel_tasks()
         finally:
             if remove is not None:
                 remove()
@@ -164,14 +167,19 @@ class _Driver:
                 await self._deliver(step.events)
             if m.finished:
                 return
-            if self._failure is not None:
-                failure, self._failure = self._failure, None
-                self._failed = True
-                step = m.fail(failure)
-                continue
-            if self._aborted():
+            if self._failure is not None or self._aborted():
+                # stop running tools first; results that arrived before are still fed (those
+                # calls keep them), then the machine closes the run (SPEC §4, §5)
+                self._cancel_tasks()
                 pending = self._drain_inbox()
-                step = pending if pending is not None else m.abort()
+                if pending is not None:
+                    step = pending
+                elif self._failure is not None:
+                    failure, self._failure = self._failure, None
+                    self._failed = True
+                    step = m.fail(failure)
+                else:
+                    step = m.abort()
                 continue
             step = await self._perform(step.effects)
 
@@ -207,6 +215,8 @@ class _Driver:
             return await self._next_from_inbox()
         if isinstance(main, CallModel):
             return await self._call_model(main)
+        if isinstance(main, Proceed):
+            return self.m.proceed()
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
@@ -247,15 +257,25 @@ class _Driver:
         stream: Any = None
         with anyio.CancelScope() as scope:
             self._scope = scope
+            # Once the signal fired nothing more starts and no further stream event is fed:
+            # each ``return Step()`` below hands the abort to _process (SPEC §4). A sync hook
+            # that fires the signal has no await for the cancel scope to interrupt.
+            aborted = self._aborted
             try:
                 messages: list[AgentMessage] = effect.context.messages
                 if config.transform_context is not None:
                     messages = await _call(config.transform_context, messages, signal)
+                    if aborted():
+                        return Step()
                 convert = config.convert_to_llm or default_convert_to_llm
                 llm_messages = await _call(convert, messages)
+                if aborted():
+                    return Step()
                 api_key = None
                 if config.get_api_key is not None:
                     api_key = await _call(config.get_api_key, effect.model.provider)
+                    if aborted():
+                        return Step()
                 options = StreamOptions(
                     api_key=api_key or config.api_key,
                     signal=signal,
@@ -278,6 +298,8 @@ class _Driver:
                     stream = await stream
                 deliver = self._deliver
                 async for event in stream:
+                    if signal is not None and signal.aborted:
+                        return Step()
                     step = m.stream_event(event)
                     if m.state != "streaming":
                         return step  # terminal (or failed): _process delivers its events
@@ -285,6 +307,8 @@ class _Driver:
                         await deliver(step.events)
                         if self._failure is not None or (signal is not None and signal.aborted):
                             return Step()
+                if aborted():
+                    return Step()
                 return m.stream_exhausted()
             except Exception as exc:
                 if m.state == "streaming":
@@ -345,6 +369,9 @@ class _Driver:
         def on_update(partial: AgentToolResult) -> None:
             if settled:
                 return
+            if not isinstance(partial, AgentToolResult):
+                # a wrong value raises here, in the tool that passed it (not in the run)
+                partial = AgentToolResult.model_validate(partial)
             if threading.get_ident() == loop_thread:
                 post(("update", index, partial))
             else:
@@ -522,11 +549,17 @@ async def _loop_cm(
     inner = AbortController()
     remove = signal.add_callback(lambda: inner.abort(signal.reason)) if signal is not None else None
 
+    def emit(event: Any) -> None:
+        try:
+            send.send_nowait(event)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the caller left the block: the run is being aborted, nobody reads any more
+
     async def runner() -> None:
         try:
             with send:
                 stream._result = await _run(
-                    prompts, context, config, send.send_nowait, inner.signal, fn, on_transition
+                    prompts, context, config, emit, inner.signal, fn, on_transition
                 )
         except BaseException as exc:
             stream._error = exc
@@ -534,11 +567,16 @@ async def _loop_cm(
         finally:
             stream._done.set()
 
+    body_error: Exception | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(runner)
             try:
                 yield stream
+            except Exception as exc:
+                # the caller's block raised: end the run (below), then re-raise the error as
+                # it is, not wrapped in the task group's exception group
+                body_error = exc
             finally:
                 if not stream._done.is_set():
                     # leaving early: abort the run so that it ends with a valid transcript
@@ -547,6 +585,8 @@ async def _loop_cm(
     finally:
         if remove is not None:
             remove()
+    if body_error is not None:
+        raise body_error
 
 
 def agent_loop(

@@ -12,7 +12,9 @@ Stepping by hand, with no event loop::
     step = m.start()            # agent_start, turn_start, message_start/end of the prompt
     m.state                     # 'streaming' (no steering hook configured: nothing to poll)
     step.effects                # [CallModel(...)]
-    m.stream_event(StreamDone(reason="stop", message=AssistantMessage(...)))
+    step = m.stream_event(StreamDone(reason="stop", message=AssistantMessage(...)))
+    step.effects                # [Proceed()]: deliver message_end and turn_end, then say so
+    m.proceed()                 # agent_end (nothing left to do); m.state == 'stopped'
 
 Rule: everything that decides what happens next lives in this file or in the declaration.
 Streamed deltas do not cost a state transition: ``stream_event`` is an internal input that only
@@ -21,9 +23,12 @@ builds the ``message_update``; transitions happen at phase changes only.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from pydantic import ValidationError
 
 from .abort import AbortSignal
 from .config import (
@@ -76,6 +81,7 @@ __all__ = [
     "MachineInputError",
     "PollFollowUp",
     "PollSteering",
+    "Proceed",
     "Step",
     "TransitionRecord",
 ]
@@ -151,7 +157,17 @@ class ExecuteTool:
     args: Any
 
 
-Effect = PollSteering | PollFollowUp | CallModel | CallHook | ExecuteTool
+@dataclass(slots=True)
+class Proceed:
+    """Deliver this step's events, then feed ``proceed()``.
+
+    Asked for at the end of a turn when neither ``prepare_next_turn`` nor
+    ``should_stop_after_turn`` is configured. What follows a turn (another turn, a poll, or
+    ``agent_end``) is decided only after ``turn_end`` has been delivered, so an abort or a raising
+    ``emit`` during the turn's closing events still counts (SPEC §4, §5)."""
+
+
+Effect = PollSteering | PollFollowUp | CallModel | CallHook | ExecuteTool | Proceed
 
 
 @dataclass(slots=True)
@@ -331,12 +347,16 @@ class LoopMachine:
     def steering_polled(self, messages: Iterable[AgentMessage] | None) -> Step:
         self._check("steering_polled")
         self._polled = list(messages) if messages else []
+        if not self._polled and self._abort_if_signalled():
+            return self._take()  # polled messages are kept: they start the (aborted) turn
         self._fire("steering_polled")
         return self._take()
 
     def follow_up_polled(self, messages: Iterable[AgentMessage] | None) -> Step:
         self._check("follow_up_polled")
         self._polled = list(messages) if messages else []
+        if not self._polled and self._abort_if_signalled():
+            return self._take()
         self._fire("follow_up_polled")
         return self._take()
 
@@ -409,7 +429,7 @@ class LoopMachine:
             try:
                 c.result = _as_result(result, c.call.name)
                 c.is_error = bool(c.result.is_error)
-            except TypeError as exc:
+            except (TypeError, ValueError) as exc:
                 c.result, c.is_error = error_result(str(exc)), True
         if self.config.after_tool_call is not None and not self._signal_fired():
             assert self._final is not None
@@ -464,6 +484,16 @@ class LoopMachine:
             c = self._hook_call(index, _AFTER)
             c.result, c.is_error = error_result(_exc_text(error)), True
             self._complete(c)
+        return self._take()
+
+    def proceed(self) -> Step:
+        """The events of the turn's end were delivered (answers a :class:`Proceed` effect)."""
+        self._check("proceed")
+        if self._turn_stage != "proceed":
+            raise MachineError("proceed() was fed but the machine did not ask for it")
+        self._turn_stage = ""
+        if not self._abort_if_signalled():
+            self._fire("turn_closed")
         return self._take()
 
     def abort(self) -> Step:
@@ -622,6 +652,7 @@ class LoopMachine:
         self._stop_requested = False
         if self._abort_if_signalled():
             return
+        self._turn_stage = ""
         if self.config.prepare_next_turn is not None:
             self._turn_stage = "prepare"
             self._effects.append(CallHook("prepare_next_turn", self._turn_context()))
@@ -653,7 +684,9 @@ class LoopMachine:
                 )
                 try:
                     tool = find_tool(self.context.tools, c.call.name)
-                    raw: Any = c.call.arguments
+                    # a copy: prepare_arguments, before_tool_call and the tool may mutate
+                    # the arguments; the assistant message's tool call must not change
+                    raw: Any = copy.deepcopy(c.call.arguments)
                     if tool.prepare_arguments is not None:
                         raw = tool.prepare_arguments(raw)
                     c.tool, c.args = tool, validate_arguments(tool, raw)
@@ -744,8 +777,12 @@ class LoopMachine:
         if self.config.should_stop_after_turn is not None:
             self._turn_stage = "should_stop"
             self._effects.append(CallHook("should_stop_after_turn", self._turn_context()))
-        else:
+        elif self._turn_stage == "prepare":
+            # prepare_next_turn ran (an effect): turn_end was delivered before it
             self._fire("turn_closed")
+        else:
+            self._turn_stage = "proceed"
+            self._effects.append(Proceed())
 
     def _after_turn_hook(self, value: Any) -> None:
         if self._turn_stage == "prepare":
@@ -766,9 +803,12 @@ class LoopMachine:
             if self._abort_if_signalled():
                 return
             self._ask_should_stop()
-        else:
+        elif self._turn_stage == "should_stop":
             self._stop_requested = bool(value)
-            self._fire("turn_closed")
+            if not self._abort_if_signalled():
+                self._fire("turn_closed")
+        else:
+            raise MachineError("hook_returned() was fed but no hook is running after the turn")
 
     def _tool_results(self) -> list[ToolResultMessage]:
         return [c.message for c in self._calls if c.message is not None]
@@ -908,7 +948,16 @@ def _as_result(value: Any, tool_name: str) -> AgentToolResult:
     if isinstance(value, AgentToolResult):
         return value
     if isinstance(value, dict):
-        return AgentToolResult.model_validate(value)
+        try:
+            return AgentToolResult.model_validate(value)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'root'}: {err['msg']}"
+                for err in exc.errors(include_url=False)
+            )
+            raise TypeError(
+                f"Tool {tool_name} returned an invalid AgentToolResult: {problems}"
+            ) from None
     raise TypeError(
         f"Tool {tool_name} returned {type(value).__name__}; expected an AgentToolResult"
     )

@@ -8,6 +8,7 @@ ignored, as JSON schema says. It returns every problem as ``(path, message)``; n
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +24,14 @@ _TYPE_NAMES = {
     dict: "object",
     type(None): "null",
 }
+
+
+def _show(value: Any) -> str:
+    """A value as JSON (the model reads these messages; ``true``/``null``, not Python's)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _type_name(value: Any) -> str:
@@ -75,9 +84,9 @@ def _check(schema: Any, value: Any, path: str, out: list[tuple[str, str]]) -> No
             out.append((where, f"must be {' or '.join(names)}, got {_type_name(value)}"))
             return
     if "const" in schema and value != schema["const"]:
-        out.append((where, f"must be equal to {schema['const']!r}"))
+        out.append((where, f"must be equal to {_show(schema['const'])}"))
     if "enum" in schema and value not in schema["enum"]:
-        allowed = ", ".join(repr(v) for v in schema["enum"])
+        allowed = ", ".join(_show(v) for v in schema["enum"])
         out.append((where, f"must be one of {allowed}"))
     if type(value) in (int, float):
         if "minimum" in schema and value < schema["minimum"]:
@@ -94,7 +103,7 @@ def _check(schema: Any, value: Any, path: str, out: list[tuple[str, str]]) -> No
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             out.append((where, f"must have at most {schema['maxLength']} characters"))
         if "pattern" in schema and re.search(schema["pattern"], value) is None:
-            out.append((where, f"must match pattern {schema['pattern']!r}"))
+            out.append((where, f"must match pattern {_show(schema['pattern'])}"))
     if isinstance(value, Mapping):
         props = schema.get("properties") or {}
         for name in schema.get("required") or ():

@@ -133,7 +133,7 @@ def find_tool(tools: list[AgentTool], name: str) -> AgentTool:
 def _format_validation(tool_name: str, problems: list[tuple[str, str]], raw: Any) -> str:
     lines = [f'Validation failed for tool "{tool_name}":']
     lines += [f"  - {path}: {message}" for path, message in problems]
-    lines += ["", "Received arguments:", json.dumps(raw, indent=2, default=str)]
+    lines += ["", "Received arguments:", json.dumps(raw, indent=2, default=str, ensure_ascii=False)]
     return "\n".join(lines)
 
 

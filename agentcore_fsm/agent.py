@@ -1,0 +1,766 @@
+"""The ``Agent``: a transcript, listeners, steering and follow-up queues around the loop (SPEC §6).
+
+An :class:`Agent` owns the conversation state (:class:`AgentState`) and runs the low-level loop
+(:func:`~agentcore_fsm.run_agent_loop`) once per :meth:`Agent.prompt` or :meth:`Agent.continue_`.
+Every event the loop emits first updates the state (the *reduction*: ``message_end`` appends to
+the transcript, ``tool_execution_start``/``_end`` track pending calls, ...) and is then handed to
+each listener, one after another, in subscription order::
+
+    agent = Agent(stream_fn=FauxProvider([faux_response("Hello!")]))
+    agent.subscribe(lambda event, signal: print(event.type))
+    await agent.prompt("Hi")
+
+Whether a run is active is not a flag: the agent's lifecycle is the declared machine in
+``states/agent.toml`` (``idle`` → ``running`` → ``aborting`` → ``finished``), stepped on the
+shared ``transitions`` machine for that declaration. Each run gets a small model that joins the
+machine when the run starts and leaves it when the run has finished, so an idle agent costs the
+shared machine nothing. :attr:`Agent.lifecycle_state` reads it; the busy checks of ``prompt``,
+``continue_`` and ``reset`` read it.
+
+Decisions where SPEC is silent (each is also stated where it applies):
+
+* ``prompt()`` and ``continue_()`` return the messages the run created (the same list as
+  ``agent_end.messages``); the reference returned nothing.
+* Configuration is read when a run starts: changing an attribute (the model, the hooks, the
+  queue modes, ...) during a run applies from the next run. Queued messages are read live.
+* Subscribing the same callable twice makes two subscriptions; each ``unsubscribe`` removes its
+  own and may be called more than once. A listener added or removed while an event is being
+  delivered takes effect from the next event.
+* If several listeners raise on one event, the first exception fails the run; the others are
+  logged on the ``agentcore_fsm`` logger.
+* ``prompt([])`` raises ``ValueError("No messages to prompt with")``: an empty prompt is what
+  ``continue_()`` is for.
+* Cancelling the task that awaits ``prompt()`` cancels the run outright (listeners may not get
+  ``agent_end``); use :meth:`Agent.abort` to end a run cleanly.
+* ``abort()`` and ``steer()``/``follow_up()`` must be called from the thread running the event
+  loop (from another thread, go through ``anyio.from_thread.run_sync``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypeAlias, get_args
+
+import anyio
+import trio
+
+from .abort import AbortController, AbortSignal
+from .config import AgentContext, AgentLoopConfig, StreamFn
+from .declaration import Declaration, TransitionSpec, load_declaration, shared_machine
+from .driver import (
+    NO_STREAM_FN,
+    get_default_stream_fn,
+    run_agent_loop,
+    run_agent_loop_continue,
+)
+from .machine import MachineError, TransitionRecord
+from .messages import (
+    AgentMessage,
+    ImageContent,
+    Model,
+    TextContent,
+    ThinkingLevel,
+    UserMessage,
+    _coerce_message,
+)
+from .tools import AgentTool, ToolExecutionMode
+
+__all__ = [
+    "Agent",
+    "AgentBusyError",
+    "AgentListener",
+    "AgentState",
+    "QueueMode",
+]
+
+logger = logging.getLogger("agentcore_fsm")
+
+QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
+"""How a queue is drained: the oldest message only, or every queued message at once."""
+
+AgentListener: TypeAlias = Callable[[Any, AbortSignal], Any]
+"""``listener(event, signal)``, a plain function or ``async def``; its return value is ignored."""
+
+PROMPT_BUSY = (
+    "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
+    "or wait for completion."
+)
+CONTINUE_BUSY = "Agent is already processing. Wait for completion before continuing."
+RESET_BUSY = "Agent is already processing. Wait for completion before resetting."
+REQUEST_ABORTED = "Request was aborted"
+
+_THINKING_LEVELS: frozenset[str] = frozenset(get_args(ThinkingLevel))
+_QUEUE_MODES: frozenset[str] = frozenset(get_args(QueueMode))
+_TOOL_EXECUTION: frozenset[str] = frozenset(get_args(ToolExecutionMode))
+
+
+class AgentBusyError(RuntimeError):
+    """A run is active: the call cannot start another one (or reset the agent) now."""
+
+
+def _check_choice(what: str, value: str, allowed: frozenset[str]) -> str:
+    if value not in allowed:
+        choices = ", ".join(repr(v) for v in sorted(allowed))
+        raise ValueError(f"{what} must be one of {choices}; got {value!r}")
+    return value
+
+
+# --- state ----------------------------------------------------------------------------------
+
+
+class AgentState:
+    """What an agent holds: its configuration for the model and the conversation so far.
+
+    ``messages`` and ``tools`` are the live lists (append to them between runs as you like);
+    assigning a list stores a copy. ``is_streaming``, ``streaming_message``,
+    ``pending_tool_calls`` and ``error_message`` are maintained by the agent and read-only.
+    ``pending_tool_calls`` returns a fresh set of ids on every read.
+    """
+
+    __slots__ = (
+        "_error_message",
+        "_is_streaming",
+        "_messages",
+        "_pending_tool_calls",
+        "_streaming_message",
+        "_thinking_level",
+        "_tools",
+        "model",
+        "system_prompt",
+    )
+
+    def __init__(
+        self,
+        system_prompt: str,
+        model: Model,
+        thinking_level: ThinkingLevel,
+        tools: Iterable[AgentTool],
+        messages: Iterable[AgentMessage],
+    ) -> None:
+        self.system_prompt = system_prompt
+        self.model = model
+        self._thinking_level: ThinkingLevel = thinking_level
+        self.thinking_level = thinking_level
+        self._tools: list[AgentTool] = list(tools)
+        self._messages: list[AgentMessage] = [_coerce_message(m) for m in messages]
+        self._is_streaming = False
+        self._streaming_message: AgentMessage | None = None
+        self._pending_tool_calls: set[str] = set()
+        self._error_message: str | None = None
+
+    @property
+    def thinking_level(self) -> ThinkingLevel:
+        """The reasoning level of the next run (``"off"`` sends no reasoning option)."""
+        return self._thinking_level
+
+    @thinking_level.setter
+    def thinking_level(self, value: ThinkingLevel) -> None:
+        _check_choice("thinking_level", value, _THINKING_LEVELS)
+        self._thinking_level = value
+
+    @property
+    def tools(self) -> list[AgentTool]:
+        """The live list of tools (a run uses a copy taken when it starts)."""
+        return self._tools
+
+    @tools.setter
+    def tools(self, value: Iterable[AgentTool]) -> None:
+        self._tools = list(value)
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """The live transcript. During a run it grows only through ``message_end`` events."""
+        return self._messages
+
+    @messages.setter
+    def messages(self, value: Iterable[AgentMessage]) -> None:
+        self._messages = [_coerce_message(m) for m in value]
+
+    @property
+    def is_streaming(self) -> bool:
+        """True from the start of a run until its ``agent_end`` listeners have all returned."""
+        return self._is_streaming
+
+    @property
+    def streaming_message(self) -> AgentMessage | None:
+        """The message between its ``message_start`` and ``message_end`` (else None)."""
+        return self._streaming_message
+
+    @property
+    def pending_tool_calls(self) -> set[str]:
+        """Ids of the tool calls that have started and not yet ended (a copy)."""
+        return set(self._pending_tool_calls)
+
+    @property
+    def error_message(self) -> str | None:
+        """The error of the last run: a failed or aborted assistant message's
+        ``error_message``, or ``"Request was aborted"``; None when the run went well."""
+        return self._error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"AgentState(model={self.model.id!r}, thinking_level={self._thinking_level!r}, "
+            f"messages={len(self._messages)}, tools={[t.name for t in self._tools]!r}, "
+            f"is_streaming={self._is_streaming}, error_message={self._error_message!r})"
+        )
+
+
+# --- lifecycle ------------------------------------------------------------------------------
+
+
+class _Handle:
+    """One run's model on the shared lifecycle machine (``transitions`` binds ``state`` and the
+    trigger methods onto it); ``owner`` answers guards and records transitions."""
+
+    state: str
+    trigger: Callable[[str], bool]
+
+    def __init__(self, owner: _Lifecycle) -> None:
+        self.owner = owner
+
+
+class _Lifecycle:
+    """Steps the declared lifecycle (``states/agent.toml``) for one agent, one run at a time."""
+
+    __slots__ = ("_fired", "_handle", "_machine", "declaration", "history")
+
+    def __init__(self) -> None:
+        self.declaration: Declaration = load_declaration("agent")
+        self._machine = shared_machine(self.declaration)
+        self._handle: _Handle | None = None
+        self._fired: TransitionSpec | None = None
+        self.history: list[TransitionRecord] = []
+
+    @property
+    def state(self) -> str:
+        handle = self._handle
+        if handle is None:
+            return self.declaration.initial
+        state: str = handle.state
+        return state
+
+    def accepts(self, trigger: str) -> bool:
+        return bool(self.declaration.transitions_from(self.state, trigger))
+
+    def fire(self, trigger: str) -> None:
+        handle = self._handle
+        if handle is None:
+            if trigger != "start":
+                raise MachineError(f"lifecycle input {trigger!r} with no run active")
+            handle = self._handle = _Handle(self)
+            self.history = []
+            self._machine.add_model(handle)
+        source = handle.state
+        self._fired = None
+        handle.trigger(trigger)
+        spec = self._fired
+        if spec is None:  # pragma: no cover - the declaration has no guards
+            raise MachineError(f"no declared transition for {trigger!r} from {source!r}")
+        self.history.append(TransitionRecord(spec.index, trigger, source, spec.dest))
+        if spec.dest == self.declaration.final:
+            self._machine.remove_model(handle)
+            self._handle = None
+
+    # the two methods the shared machine's callbacks call (see declaration.shared_machine)
+
+    def check_guard(self, name: str) -> bool:  # pragma: no cover - no guards declared
+        raise MachineError(f"the agent lifecycle declares no guard {name!r}")
+
+    def _after_transition(self, spec: TransitionSpec) -> None:
+        self._fired = spec
+
+
+# --- the agent ------------------------------------------------------------------------------
+
+
+class _Subscription:
+    """One ``subscribe`` call (compared by identity, so a listener may be subscribed twice)."""
+
+    __slots__ = ("listener",)
+
+    def __init__(self, listener: AgentListener) -> None:
+        self.listener = listener
+
+
+def _dequeue(queue: deque[AgentMessage], mode: str) -> list[AgentMessage]:
+    if not queue:
+        return []
+    if mode == "all":
+        items = list(queue)
+        queue.clear()
+        return items
+    return [queue.popleft()]
+
+
+def _as_message(message: AgentMessage | str) -> AgentMessage:
+    if isinstance(message, str):
+        return UserMessage(content=[TextContent(text=message)])
+    return _coerce_message(message)
+
+
+def _as_prompts(
+    input: str | AgentMessage | Sequence[AgentMessage],
+    images: Sequence[ImageContent] | None,
+) -> list[AgentMessage]:
+    if isinstance(input, str):
+        content: list[Any] = [TextContent(text=input)]
+        content.extend(images or ())
+        return [UserMessage(content=content)]
+    if images:
+        raise TypeError("images can only be given with a text prompt")
+    if isinstance(input, (list, tuple)):
+        prompts = [_as_message(m) for m in input]
+        if not prompts:
+            raise ValueError("No messages to prompt with")
+        return prompts
+    return [_as_message(input)]
+
+
+def _running_loop() -> str | None:
+    """The event loop running in this thread, if any ("asyncio" or "trio")."""
+    if trio.lowlevel.in_trio_run():
+        return "trio"
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return "asyncio"
+
+
+def _check_sync(method: str, instead: str) -> None:
+    running = _running_loop()
+    if running is not None:
+        raise RuntimeError(
+            f"Agent.{method}() cannot be used while an event loop ({running}) is running in "
+            f"this thread; use `{instead}` instead."
+        )
+
+
+class Agent:
+    """A stateful agent: a transcript, tools, listeners and message queues around the loop.
+
+    Every keyword is a public attribute; a change applies from the next run. ``system_prompt``,
+    ``model``, ``thinking_level``, ``tools`` and ``messages`` live in :attr:`state` (the
+    attributes of the same name on the agent read and write those). ``model=None`` means
+    ``Model(id="unknown")``. The hooks are those of :class:`~agentcore_fsm.AgentLoopConfig`;
+    ``prepare_next_turn`` and ``should_stop_after_turn`` take ``(ctx, signal)``.
+    ``thinking_level`` becomes the loop's ``reasoning`` (``"off"`` → None).
+    """
+
+    def __init__(
+        self,
+        system_prompt: str = "",
+        model: Model | None = None,
+        thinking_level: ThinkingLevel = "off",
+        tools: Iterable[AgentTool] = (),
+        messages: Iterable[AgentMessage] = (),
+        stream_fn: StreamFn | None = None,
+        convert_to_llm: Callable[..., Any] | None = None,
+        transform_context: Callable[..., Any] | None = None,
+        get_api_key: Callable[..., Any] | None = None,
+        before_tool_call: Callable[..., Any] | None = None,
+        after_tool_call: Callable[..., Any] | None = None,
+        prepare_next_turn: Callable[..., Any] | None = None,
+        should_stop_after_turn: Callable[..., Any] | None = None,
+        steering_mode: QueueMode = "one-at-a-time",
+        follow_up_mode: QueueMode = "one-at-a-time",
+        session_id: str | None = None,
+        thinking_budgets: dict[str, int] | None = None,
+        transport: str = "auto",
+        max_retry_delay_ms: int | None = None,
+        tool_execution: ToolExecutionMode = "parallel",
+    ) -> None:
+        if model is None:
+            model = Model(id="unknown", provider="unknown", api="unknown")
+        self._state = AgentState(system_prompt, model, thinking_level, tools, messages)
+        self.stream_fn = stream_fn
+        self.convert_to_llm = convert_to_llm
+        self.transform_context = transform_context
+        self.get_api_key = get_api_key
+        self.before_tool_call = before_tool_call
+        self.after_tool_call = after_tool_call
+        self.prepare_next_turn = prepare_next_turn
+        self.should_stop_after_turn = should_stop_after_turn
+        self.steering_mode = steering_mode
+        self.follow_up_mode = follow_up_mode
+        self.session_id = session_id
+        self.thinking_budgets = thinking_budgets
+        self.transport = transport
+        self.max_retry_delay_ms = max_retry_delay_ms
+        self.tool_execution = tool_execution
+
+        self._listeners: list[_Subscription] = []
+        self._steering: deque[AgentMessage] = deque()
+        self._follow_ups: deque[AgentMessage] = deque()
+        self._lifecycle = _Lifecycle()
+        self._controller: AbortController | None = None
+        self._idle: anyio.Event | None = None
+
+    # --- configuration ----------------------------------------------------------------------
+
+    @property
+    def state(self) -> AgentState:
+        """The agent's state (see :class:`AgentState`)."""
+        return self._state
+
+    @property
+    def system_prompt(self) -> str:
+        return self._state.system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, value: str) -> None:
+        self._state.system_prompt = value
+
+    @property
+    def model(self) -> Model:
+        return self._state.model
+
+    @model.setter
+    def model(self, value: Model) -> None:
+        self._state.model = value
+
+    @property
+    def thinking_level(self) -> ThinkingLevel:
+        return self._state.thinking_level
+
+    @thinking_level.setter
+    def thinking_level(self, value: ThinkingLevel) -> None:
+        self._state.thinking_level = value
+
+    @property
+    def tools(self) -> list[AgentTool]:
+        return self._state.tools
+
+    @tools.setter
+    def tools(self, value: Iterable[AgentTool]) -> None:
+        self._state.tools = value
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        return self._state.messages
+
+    @messages.setter
+    def messages(self, value: Iterable[AgentMessage]) -> None:
+        self._state.messages = value
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        """``"one-at-a-time"`` (a drain takes the oldest message) or ``"all"``."""
+        return self._steering_mode
+
+    @steering_mode.setter
+    def steering_mode(self, value: QueueMode) -> None:
+        _check_choice("steering_mode", value, _QUEUE_MODES)
+        self._steering_mode: QueueMode = value
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        """``"one-at-a-time"`` (a drain takes the oldest message) or ``"all"``."""
+        return self._follow_up_mode
+
+    @follow_up_mode.setter
+    def follow_up_mode(self, value: QueueMode) -> None:
+        _check_choice("follow_up_mode", value, _QUEUE_MODES)
+        self._follow_up_mode: QueueMode = value
+
+    @property
+    def tool_execution(self) -> ToolExecutionMode:
+        """``"parallel"`` (the default) or ``"sequential"``."""
+        return self._tool_execution
+
+    @tool_execution.setter
+    def tool_execution(self, value: ToolExecutionMode) -> None:
+        _check_choice("tool_execution", value, _TOOL_EXECUTION)
+        self._tool_execution: ToolExecutionMode = value
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def lifecycle_state(self) -> str:
+        """The lifecycle machine's state: ``idle``, ``running`` or ``aborting``."""
+        return self._lifecycle.state
+
+    @property
+    def lifecycle_history(self) -> list[TransitionRecord]:
+        """The lifecycle transitions of the current (or last) run, in order."""
+        return list(self._lifecycle.history)
+
+    @property
+    def is_busy(self) -> bool:
+        """True while a run is active (the lifecycle is not idle)."""
+        return self._lifecycle.state != self._lifecycle.declaration.initial
+
+    @property
+    def signal(self) -> AbortSignal | None:
+        """The active run's abort signal (the one listeners receive), or None when idle."""
+        controller = self._controller
+        return controller.signal if controller is not None else None
+
+    def abort(self) -> None:
+        """Abort the active run (SPEC §4); a no-op when idle or already aborting.
+
+        Returns at once: the run ends with ``agent_end(reason="aborted")`` (unless it was
+        already delivering its ``agent_end``); ``await wait_for_idle()`` to wait for that."""
+        lifecycle = self._lifecycle
+        if not lifecycle.accepts("abort"):
+            return
+        lifecycle.fire("abort")
+        assert self._controller is not None
+        self._controller.abort()
+
+    async def wait_for_idle(self) -> None:
+        """Return once no run is active (at once when idle). Any number of tasks may wait."""
+        idle = self._idle
+        if idle is None or not self.is_busy:
+            return
+        await idle.wait()
+
+    def reset(self) -> None:
+        """Clear the transcript, both queues and the runtime fields; keep the configuration
+        and the listeners. Raises :class:`AgentBusyError` while a run is active."""
+        if self.is_busy:
+            raise AgentBusyError(RESET_BUSY)
+        state = self._state
+        state._messages = []
+        state._is_streaming = False
+        state._streaming_message = None
+        state._pending_tool_calls = set()
+        state._error_message = None
+        self._steering.clear()
+        self._follow_ups.clear()
+
+    # --- listeners --------------------------------------------------------------------------
+
+    def subscribe(self, listener: AgentListener) -> Callable[[], None]:
+        """Call ``listener(event, signal)`` for every event, after the state was updated for
+        it. Listeners are awaited one after another in subscription order, and a run waits
+        for them. Returns ``unsubscribe()`` (safe to call more than once)."""
+        entry = _Subscription(listener)
+        self._listeners.append(entry)
+
+        def unsubscribe() -> None:
+            try:
+                self._listeners.remove(entry)
+            except ValueError:
+                pass
+
+        return unsubscribe
+
+    async def _emit(self, event: Any) -> None:
+        self._reduce(event)
+        controller = self._controller
+        assert controller is not None
+        signal = controller.signal
+        first: Exception | None = None
+        for entry in tuple(self._listeners):
+            try:
+                result = entry.listener(event, signal)
+                if result is not None and inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                if first is None:
+                    first = exc
+                else:
+                    logger.exception(
+                        "another listener also raised on %s; only the first one counts",
+                        event.type,
+                    )
+        if first is not None:
+            # the driver turns this into a run failure (or logs it while the run is ending)
+            raise first
+
+    def _reduce(self, event: Any) -> None:
+        state = self._state
+        kind = event.type
+        if kind == "message_update" or kind == "message_start":
+            state._streaming_message = event.message
+        elif kind == "message_end":
+            state._streaming_message = None
+            state._messages.append(event.message)
+        elif kind == "tool_execution_start":
+            state._pending_tool_calls.add(event.tool_call_id)
+        elif kind == "tool_execution_end":
+            state._pending_tool_calls.discard(event.tool_call_id)
+        elif kind == "turn_end":
+            message = event.message
+            if getattr(message, "role", None) == "assistant" and message.error_message:
+                state._error_message = message.error_message
+        elif kind == "agent_end":
+            state._streaming_message = None
+            if event.reason == "aborted" and state._error_message is None:
+                state._error_message = REQUEST_ABORTED
+
+    # --- queues -----------------------------------------------------------------------------
+
+    def steer(self, message: AgentMessage | str) -> None:
+        """Queue a message to inject into the active run before its next model call (or into
+        the next run). A str becomes a user message."""
+        self._steering.append(_as_message(message))
+
+    def follow_up(self, message: AgentMessage | str) -> None:
+        """Queue a message to run when the agent would otherwise stop. A str becomes a user
+        message."""
+        self._follow_ups.append(_as_message(message))
+
+    def clear_steering_queue(self) -> None:
+        self._steering.clear()
+
+    def clear_follow_up_queue(self) -> None:
+        self._follow_ups.clear()
+
+    def clear_all_queues(self) -> None:
+        self._steering.clear()
+        self._follow_ups.clear()
+
+    def has_queued_messages(self) -> bool:
+        """True when a steering or follow-up message is waiting."""
+        return bool(self._steering) or bool(self._follow_ups)
+
+    # --- running ----------------------------------------------------------------------------
+
+    def _stream_fn(self) -> StreamFn:
+        fn = self.stream_fn if self.stream_fn is not None else get_default_stream_fn()
+        if fn is None:
+            raise ValueError(NO_STREAM_FN)
+        return fn
+
+    async def prompt(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] | None = None,
+    ) -> list[AgentMessage]:
+        """Run the loop with a prompt: a text (with optional images), one message or a list
+        of messages. Returns the messages the run created, once the run and every listener
+        (those of ``agent_end`` included) have finished. A failure inside the run does not
+        raise: it ends the run as data and ``state.error_message`` holds its message.
+
+        Raises :class:`AgentBusyError` while a run is active, and the ``ValueError`` of the
+        loop when there is no stream function, before anything happens."""
+        if self.is_busy:
+            raise AgentBusyError(PROMPT_BUSY)
+        prompts = _as_prompts(input, images)
+        fn = self._stream_fn()
+        return await self._run(prompts, fn)
+
+    async def continue_(self) -> list[AgentMessage]:
+        """Continue from the transcript as it is.
+
+        When it ends with an assistant message, queued steering messages become the prompts
+        (drained per ``steering_mode``; the run's first steering poll is skipped, so
+        one-at-a-time still means one per turn), else queued follow-ups do, else
+        ``ValueError("Cannot continue from message role: assistant")``. An empty transcript
+        raises ``ValueError("No messages to continue from")``; a run in progress
+        :class:`AgentBusyError`. Returns the messages the run created."""
+        if self.is_busy:
+            raise AgentBusyError(CONTINUE_BUSY)
+        fn = self._stream_fn()
+        messages = self._state.messages
+        if not messages:
+            raise ValueError("No messages to continue from")
+        if getattr(messages[-1], "role", None) == "assistant":
+            steering = _dequeue(self._steering, self._steering_mode)
+            if steering:
+                return await self._run(steering, fn, skip_initial_steering=True)
+            follow_ups = _dequeue(self._follow_ups, self._follow_up_mode)
+            if follow_ups:
+                return await self._run(follow_ups, fn)
+            raise ValueError("Cannot continue from message role: assistant")
+        return await self._run(None, fn)
+
+    def prompt_sync(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] | None = None,
+    ) -> list[AgentMessage]:
+        """:meth:`prompt` for scripts and notebooks without a running event loop: runs it on
+        trio and returns its result. Listeners, tools and the stream function then run on trio
+        (write them with anyio or trio). Inside a running event loop it raises RuntimeError:
+        ``await agent.prompt(...)`` there instead."""
+        _check_sync("prompt_sync", "await agent.prompt(...)")
+        return trio.run(self.prompt, input, images)
+
+    def continue_sync(self) -> list[AgentMessage]:
+        """:meth:`continue_` run on trio, like :meth:`prompt_sync`."""
+        _check_sync("continue_sync", "await agent.continue_()")
+        return trio.run(self.continue_)
+
+    def _loop_config(self, skip_initial_steering: bool) -> AgentLoopConfig:
+        state = self._state
+        steering, follow_ups = self._steering, self._follow_ups
+        steering_mode, follow_up_mode = self._steering_mode, self._follow_up_mode
+        skip = skip_initial_steering
+
+        def get_steering_messages() -> list[AgentMessage]:
+            nonlocal skip
+            if skip:
+                skip = False
+                return []
+            return _dequeue(steering, steering_mode)
+
+        def get_follow_up_messages() -> list[AgentMessage]:
+            return _dequeue(follow_ups, follow_up_mode)
+
+        level = state.thinking_level
+        return AgentLoopConfig(
+            model=state.model,
+            convert_to_llm=self.convert_to_llm,
+            transform_context=self.transform_context,
+            get_api_key=self.get_api_key,
+            reasoning=None if level == "off" else level,
+            session_id=self.session_id,
+            thinking_budgets=self.thinking_budgets,
+            transport=self.transport,
+            max_retry_delay_ms=self.max_retry_delay_ms,
+            tool_execution=self._tool_execution,
+            before_tool_call=self.before_tool_call,
+            after_tool_call=self.after_tool_call,
+            prepare_next_turn=self.prepare_next_turn,
+            should_stop_after_turn=self.should_stop_after_turn,
+            get_steering_messages=get_steering_messages,
+            get_follow_up_messages=get_follow_up_messages,
+        )
+
+    async def _run(
+        self,
+        prompts: list[AgentMessage] | None,
+        stream_fn: StreamFn,
+        *,
+        skip_initial_steering: bool = False,
+    ) -> list[AgentMessage]:
+        state = self._state
+        config = self._loop_config(skip_initial_steering)
+        context = AgentContext(state.system_prompt, list(state.messages), list(state.tools))
+        controller = AbortController()
+        idle = anyio.Event()
+        # from here to the first await nothing else runs: the busy check and this are atomic
+        self._lifecycle.fire("start")
+        self._controller = controller
+        self._idle = idle
+        state._is_streaming = True
+        state._streaming_message = None
+        state._error_message = None
+        try:
+            if prompts is None:
+                return await run_agent_loop_continue(
+                    context, config, self._emit, signal=controller.signal, stream_fn=stream_fn
+                )
+            return await run_agent_loop(
+                prompts, context, config, self._emit, signal=controller.signal, stream_fn=stream_fn
+            )
+        finally:
+            state._is_streaming = False
+            state._streaming_message = None
+            state._pending_tool_calls = set()
+            self._controller = None
+            self._lifecycle.fire("finish")
+            idle.set()
+
+    def __repr__(self) -> str:
+        return (
+            f"Agent(model={self._state.model.id!r}, lifecycle={self.lifecycle_state!r}, "
+            f"messages={len(self._state.messages)})"
+        )

@@ -1,0 +1,489 @@
+"""``agentcore-fsm chat``: an interactive session with a real model.
+
+::
+
+    export OPENAI_API_KEY=...        # or ANTHROPIC_API_KEY for --provider anthropic
+    agentcore-fsm chat --provider openai --model gpt-4o-mini
+    agentcore-fsm chat --provider anthropic --model claude-sonnet-4-6 --thinking medium
+    agentcore-fsm chat --provider openai --model llama3.2 --base-url http://localhost:11434/v1
+
+Each line you type is a prompt; the reply streams as it is written, tool calls and their
+results are shown as they run, and a usage line follows each reply. The conversation is kept
+between prompts (``/reset`` clears it). **Ctrl-C aborts the reply in progress**, not the
+program; at the prompt, Ctrl-C, Ctrl-D or ``/exit`` ends the session. Reading from a pipe
+works too (no prompt is printed then), which is how the tests drive it.
+
+The model has two safe built-in tools (``--no-tools`` leaves them out):
+
+* ``current_time`` — the current date and time, in UTC or an IANA time zone;
+* ``calculator`` — arithmetic on numbers (``+ - * / // % **``, parentheses, a few ``math``
+  functions and constants). The expression is parsed, never evaluated as Python: anything
+  else is refused, and sizes are bounded so that no expression can exhaust memory or time.
+
+Keys come from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``. With ``--base-url`` (a local
+OpenAI-compatible server) a key is optional. A model missing from the table in
+:mod:`agentcore_fsm.providers.models` is described generically (zero prices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import datetime as dt
+import json
+import math
+import operator
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from .abort import AbortController
+from .config import AgentContext, AgentLoopConfig, StreamFn
+from .driver import run_agent_loop
+from .messages import AssistantMessage, Model, TextContent, UserMessage
+from .providers.models import (
+    ANTHROPIC_API,
+    ANTHROPIC_BASE_URL,
+    OPENAI_BASE_URL,
+    get_model,
+    openai_compatible_model,
+)
+from .tools import AgentTool, AgentToolResult
+
+__all__ = ["CalculatorError", "builtin_tools", "calculate", "main"]
+
+LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+# --- the calculator -------------------------------------------------------------------------
+
+
+class CalculatorError(ValueError):
+    """An expression the calculator refuses or cannot compute."""
+
+
+MAX_EXPRESSION = 500
+MAX_EXPONENT = 10_000
+MAX_INT_DIGITS = 4_000
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "sqrt": math.sqrt,
+    "exp": math.exp,
+    "log": math.log,
+    "log10": math.log10,
+    "log2": math.log2,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "asin": math.asin,
+    "acos": math.acos,
+    "atan": math.atan,
+    "abs": abs,
+    "round": round,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "min": min,
+    "max": max,
+}
+_CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
+
+
+def _check_size(value: Any) -> Any:
+    if isinstance(value, complex):
+        raise CalculatorError("the result is not a real number")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value and math.log10(abs(value)) > MAX_INT_DIGITS:
+            raise CalculatorError(f"result too large (over {MAX_INT_DIGITS} digits)")
+    return value
+
+
+def _eval(node: ast.AST) -> Any:
+    if isinstance(node, ast.Expression):
+        return _eval(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+        return _CONSTANTS[node.id]
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_eval(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
+            raise CalculatorError(f"exponent too large (over {MAX_EXPONENT})")
+        try:
+            return _check_size(_BINARY[type(node.op)](left, right))
+        except ZeroDivisionError:
+            raise CalculatorError("division by zero") from None
+        except OverflowError:
+            raise CalculatorError("result too large") from None
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS
+        and not node.keywords
+    ):
+        args = [_eval(arg) for arg in node.args]
+        try:
+            return _check_size(_FUNCTIONS[node.func.id](*args))
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise CalculatorError(f"{node.func.id}: {exc}") from None
+    raise CalculatorError(f"unsupported expression: {ast.unparse(node)!r}")
+
+
+def calculate(expression: str) -> int | float:
+    """Evaluate an arithmetic expression safely (see the module docstring)."""
+    text = expression.strip()
+    if not text:
+        raise CalculatorError("empty expression")
+    if len(text) > MAX_EXPRESSION:
+        raise CalculatorError(f"expression too long (over {MAX_EXPRESSION} characters)")
+    try:
+        tree = ast.parse(text.replace("^", "**"), mode="eval")
+    except SyntaxError:
+        raise CalculatorError(f"not an arithmetic expression: {expression!r}") from None
+    result: int | float = _eval(tree)
+    return result
+
+
+# --- the built-in tools ---------------------------------------------------------------------
+
+CALCULATOR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "expression": {
+            "type": "string",
+            "description": "An arithmetic expression, e.g. '(2 + 3) * sqrt(16) / 7'.",
+        }
+    },
+    "required": ["expression"],
+    "additionalProperties": False,
+}
+TIME_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "timezone": {
+            "type": "string",
+            "description": "An IANA time zone such as 'Europe/Paris'. Default: UTC.",
+        }
+    },
+    "additionalProperties": False,
+}
+
+
+def _text(text: str) -> AgentToolResult:
+    return AgentToolResult(content=[TextContent(text=text)])
+
+
+async def _calculator(call_id: str, params: dict[str, Any], signal: Any, on_update: Any) -> Any:
+    value = calculate(params["expression"])
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)
+    return _text(str(value))
+
+
+async def _current_time(call_id: str, params: dict[str, Any], signal: Any, on_update: Any) -> Any:
+    name = params.get("timezone") or "UTC"
+    try:
+        zone = ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"Unknown time zone {name!r}") from None
+    now = dt.datetime.now(zone)
+    return _text(f"{now.isoformat(timespec='seconds')} ({now:%A}, {name})")
+
+
+def builtin_tools() -> list[AgentTool]:
+    """The chat's tools: ``current_time`` and ``calculator``."""
+    return [
+        AgentTool(
+            name="current_time",
+            description="The current date and time (ISO 8601), in UTC or a given time zone.",
+            parameters=TIME_SCHEMA,
+            execute=_current_time,
+            label="Current time",
+        ),
+        AgentTool(
+            name="calculator",
+            description="Evaluate an arithmetic expression exactly; use it for any arithmetic.",
+            parameters=CALCULATOR_SCHEMA,
+            execute=_calculator,
+            label="Calculator",
+        ),
+    ]
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+class Printer:
+    """Writes a run's events as a readable transcript, streaming text as it arrives."""
+
+    def __init__(self, out: TextIO, color: bool) -> None:
+        self.out = out
+        self.color = color
+        self.line_open = False  # the last write did not end a line
+        self.thinking_label = False
+
+    def dim(self, text: str) -> str:
+        return f"\x1b[2m{text}\x1b[0m" if self.color else text
+
+    def write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self.line_open = not text.endswith("\n")
+
+    def line(self, text: str) -> None:
+        """Write ``text`` on a line of its own."""
+        self.write(("\n" if self.line_open else "") + text + "\n")
+
+    def __call__(self, event: Any) -> None:
+        kind = event.type
+        if kind == "message_update":
+            inner = event.assistant_message_event
+            inner_kind = inner.type
+            if inner_kind == "text_delta":
+                self.write(inner.delta)
+            elif inner_kind == "thinking_start":
+                self.thinking_label = True  # shown with the first delta (omitted thinking: none)
+            elif inner_kind == "thinking_delta" and inner.delta:
+                label, self.thinking_label = self.thinking_label, False
+                self.write(self.dim(("[thinking] " if label else "") + inner.delta))
+            elif inner_kind in ("text_end", "thinking_end") and self.line_open:
+                self.write("\n")
+        elif kind == "tool_execution_start":
+            args = json.dumps(event.args, ensure_ascii=False)
+            self.line(self.dim(f"[tool] {event.tool_name} {args}"))
+        elif kind == "tool_execution_end":
+            texts = [b.text for b in event.result.content if isinstance(b, TextContent)]
+            mark = "error" if event.is_error else "result"
+            self.line(self.dim(f"[{mark}] {' '.join(texts)}"))
+        elif kind == "message_end" and isinstance(event.message, AssistantMessage):
+            message = event.message
+            if message.stop_reason == "aborted":
+                self.line("[aborted]")
+            elif message.stop_reason == "error":
+                self.line(f"[error] {message.error_message}")
+
+    def usage(self, messages: list[Any]) -> None:
+        replies = [m for m in messages if isinstance(m, AssistantMessage)]
+        if not replies:
+            return
+        tokens_in = sum(m.usage.input for m in replies)
+        cached = sum(m.usage.cache_read for m in replies)
+        tokens_out = sum(m.usage.output for m in replies)
+        cost = sum(m.usage.cost.total for m in replies)
+        if not (tokens_in or cached or tokens_out):
+            return
+        line = f"[usage] {tokens_in} input"
+        if cached:
+            line += f" (+{cached} cached)"
+        line += f", {tokens_out} output tokens"
+        if cost:
+            line += f", ${cost:.6f}"
+        self.line(self.dim(line))
+
+
+# --- the session ----------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="agentcore-fsm chat",
+        description="Chat with a real model (OpenAI-compatible Chat Completions or Anthropic).",
+    )
+    parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument("--model", required=True, help="model id, e.g. gpt-4o-mini")
+    parser.add_argument(
+        "--base-url", help="API base URL (any OpenAI-compatible server for --provider openai)"
+    )
+    parser.add_argument("--system", default="You are a helpful assistant.", help="system prompt")
+    parser.add_argument("--thinking", choices=LEVELS, default="off", help="reasoning level")
+    parser.add_argument("--max-tokens", type=int, help="output token limit per reply")
+    parser.add_argument("--no-tools", action="store_true", help="leave the built-in tools out")
+    return parser.parse_args(argv)
+
+
+def resolve_model(provider: str, model_id: str, base_url: str | None, thinking: str) -> Model:
+    """The model from the table, or a generic description of it."""
+    try:
+        model = get_model(provider, model_id)
+    except KeyError:
+        if provider == "openai":
+            model = openai_compatible_model(
+                model_id,
+                base_url or OPENAI_BASE_URL,
+                provider="openai-compatible" if base_url else "openai",
+                reasoning=thinking != "off",
+            )
+        else:
+            model = Model(
+                id=model_id,
+                api=ANTHROPIC_API,
+                provider="anthropic",
+                base_url=ANTHROPIC_BASE_URL,
+                reasoning=True,
+                input=["text", "image"],
+            )
+    if base_url:
+        model = model.model_copy(update={"base_url": base_url})
+    return model
+
+
+def make_stream_fn(provider: str) -> StreamFn:
+    if provider == "openai":
+        from .providers.openai import OpenAIProvider
+
+        return OpenAIProvider()
+    from .providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider()
+
+
+class _SigintWatch:
+    """Ctrl-C during a run aborts it; at the prompt it ends the session."""
+
+    def __init__(self) -> None:
+        self.controller: AbortController | None = None
+        self.quit = anyio.Event()
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[bool]) -> None:
+        with contextlib.ExitStack() as stack:
+            try:
+                signals = stack.enter_context(anyio.open_signal_receiver(signal.SIGINT))
+            except (NotImplementedError, ValueError, RuntimeError):
+                # no signal support here (not the main thread, or a platform without it):
+                # Ctrl-C keeps its default meaning
+                task_status.started(False)
+                return
+            task_status.started(True)
+            async for _ in signals:
+                if self.controller is not None:
+                    self.controller.abort()
+                else:
+                    self.quit.set()
+
+
+async def _session(args: argparse.Namespace, stream_fn: StreamFn, api_key: str | None) -> int:
+    stdin, stdout = sys.stdin, sys.stdout
+    interactive = stdin.isatty()
+    printer = Printer(stdout, color=stdout.isatty())
+    model = resolve_model(args.provider, args.model, args.base_url, args.thinking)
+    tools = [] if args.no_tools else builtin_tools()
+    context = AgentContext(args.system, [], tools)
+    config = AgentLoopConfig(
+        model=model,
+        api_key=api_key,
+        reasoning=None if args.thinking == "off" else args.thinking,
+        max_tokens=args.max_tokens,
+    )
+    watch = _SigintWatch()
+    code = 0
+    async with anyio.create_task_group() as tg:
+        await tg.start(watch.run)
+        if interactive:
+            printer.write(
+                f"Chatting with {model.id} ({model.provider}). Ctrl-C aborts a reply; "
+                "Ctrl-D or /exit quits; /reset clears the conversation.\n"
+            )
+        while True:
+            if interactive:
+                printer.write("\nyou> ")
+            line = await _read_line(stdin, watch)
+            printer.line_open = False  # the Enter that ended the line ended it on screen too
+            if line is None:
+                code = 130
+                break
+            if line == "":
+                if interactive:
+                    printer.write("\n")
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/exit", "/quit"):
+                break
+            if text == "/reset":
+                context.messages.clear()
+                printer.write("[conversation cleared]\n")
+                continue
+            controller = AbortController()
+            watch.controller = controller
+            try:
+                new = await run_agent_loop(
+                    [UserMessage(content=text)],
+                    context,
+                    config,
+                    printer,
+                    signal=controller.signal,
+                    stream_fn=stream_fn,
+                )
+            finally:
+                watch.controller = None
+            context.messages.extend(new)
+            printer.usage(new)
+        tg.cancel_scope.cancel()
+    if code == 130:
+        printer.write("\n")
+    return code
+
+
+async def _read_line(stdin: TextIO, watch: _SigintWatch) -> str | None:
+    """The next line ('' at end of input), or None when Ctrl-C was pressed at the prompt."""
+    result: list[str] = []
+    async with anyio.create_task_group() as tg:
+
+        async def read() -> None:
+            result.append(await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True))
+            tg.cancel_scope.cancel()
+
+        async def interrupted() -> None:
+            await watch.quit.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(read)
+        tg.start_soon(interrupted)
+    return result[0] if result else None
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    variable = KEY_VARIABLES[args.provider]
+    api_key = os.environ.get(variable) or None
+    if api_key is None:
+        if not (args.provider == "openai" and args.base_url):
+            print(
+                f"agentcore-fsm chat: set {variable} (your {args.provider} API key)",
+                file=sys.stderr,
+            )
+            return 2
+        api_key = "not-needed"  # a local OpenAI-compatible server usually wants none
+    try:
+        stream_fn = make_stream_fn(args.provider)
+    except ImportError as exc:
+        print(f"agentcore-fsm chat: {exc}", file=sys.stderr)
+        return 2
+    try:
+        code: int = anyio.run(_session, args, stream_fn, api_key, backend="trio")
+    except KeyboardInterrupt:  # Ctrl-C before the handler was installed
+        return 130
+    return code

@@ -1,0 +1,539 @@
+"""``agentcore-fsm demo`` (and ``make demo``): a real agent session, offline, in a few seconds.
+
+The model is the bundled :class:`~agentcore_fsm.providers.faux.FauxProvider`; everything else is
+real. The demo creates a small workspace of invoice files in a temporary directory and asks the
+agent what the invoices add up to. The scripted model answers from what it is actually sent
+(each response is a callable reading the tool results in its context), so every number in the
+final answer was computed by the tools during the run:
+
+1. it lists the workspace (``list_files``, a plain function: it runs in a worker thread);
+2. it reads every invoice the listing showed, with parallel ``read_file`` calls;
+3. while those run, the user sends a steering message (asking for VAT to be added), which the
+   loop injects before the next model call (``get_steering_messages``);
+4. it adds the totals up with the ``calculator`` tool (two parallel calls: the sum, and the sum
+   with VAT); the calculator parses arithmetic with :mod:`ast` and computes with
+   :class:`~decimal.Decimal` - no ``eval``;
+5. it answers with the computed numbers.
+
+The transcript shows the streamed text as it arrives, every tool call and result, the steering
+message, and every transition of the loop's state machine (``[fsm] source -(trigger)-> dest``).
+At the end the run's diagram (Mermaid, from the declaration and the transitions taken) is written
+to a file whose path is printed: ``--out PATH``, or by default ``run.mmd`` in a new directory
+made with :func:`tempfile.mkdtemp` (never overwritten, never inside the current directory).
+The workspace itself is removed when the demo ends.
+
+The output is plain ASCII, so it reads the same in any terminal or log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import decimal
+import inspect
+import operator
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+from pydantic import BaseModel, Field
+
+from .config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
+from .declaration import Declaration, load_declaration
+from .diagrams import find_dot, render_dot, run_view, to_dot, to_mermaid
+from .driver import run_agent_loop
+from .machine import TransitionRecord
+from .messages import (
+    AgentMessage,
+    AssistantMessage,
+    Model,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from .providers.faux import FauxProvider, faux_response
+from .tools import AgentTool, AgentToolResult
+
+__all__ = ["calculate", "main"]
+
+QUESTION = "What do the invoices in my workspace add up to?"
+STEERING = "Oh, and please add 20% VAT to the total as well."
+INVOICES = {
+    "invoices/2024-01-acme.txt": ("ACME Corp", "Anvils (3)", "1249.50"),
+    "invoices/2024-02-globex.txt": ("Globex", "Consulting, 2 days", "380.25"),
+    "invoices/2024-03-initech.txt": ("Initech", "TPS report covers (500)", "2112.00"),
+}
+
+
+# --- the calculator: arithmetic without eval ------------------------------------------------
+
+
+class CalculatorError(ValueError):
+    """The expression is not plain arithmetic, or cannot be computed."""
+
+
+_BINARY: dict[type[ast.operator], Callable[[Decimal, Decimal], Decimal]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Decimal], Decimal]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
+MAX_EXPRESSION = 200
+MAX_EXPONENT = 100
+
+
+def calculate(expression: str) -> Decimal:
+    """Evaluate ``expression`` (numbers, ``+ - * / // % **``, parentheses) exactly in decimal.
+
+    The text is parsed with :mod:`ast` and only those node types are walked; anything else
+    (names, calls, attributes, ...) raises :class:`CalculatorError`. Number literals are read
+    from their source text, so ``0.1 + 0.2`` is exactly ``0.3``. Exponents are limited to
+    ``MAX_EXPONENT`` so that a model cannot make the tool spin. ``//`` and ``%`` follow
+    :class:`~decimal.Decimal` (they truncate toward zero: ``-7 // 2 == -3``), and results carry
+    28 significant digits.
+    """
+    if len(expression) > MAX_EXPRESSION:
+        raise CalculatorError(f"expression longer than {MAX_EXPRESSION} characters")
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise CalculatorError(f"not an arithmetic expression: {exc.msg}") from None
+    source = expression.strip()
+
+    def walk(node: ast.AST) -> Decimal:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            text = (ast.get_source_segment(source, node) or "").replace("_", "")
+            try:
+                return Decimal(text)
+            except decimal.InvalidOperation:  # e.g. 0x1F: take the value Python read
+                return Decimal(repr(node.value))
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            left, right = walk(node.left), walk(node.right)
+            if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
+                raise CalculatorError(f"exponent larger than {MAX_EXPONENT}")
+            return _BINARY[type(node.op)](left, right)
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return _UNARY[type(node.op)](walk(node.operand))
+        raise CalculatorError(f"unsupported element: {ast.dump(node)[:40]}")
+
+    try:
+        with decimal.localcontext() as ctx:
+            ctx.prec = 28
+            ctx.traps[decimal.DivisionByZero] = True
+            ctx.traps[decimal.InvalidOperation] = True
+            return walk(tree)
+    except (decimal.DivisionByZero, ZeroDivisionError):
+        raise CalculatorError("division by zero") from None
+    except decimal.DecimalException as exc:
+        raise CalculatorError(f"cannot compute: {type(exc).__name__}") from None
+
+
+def format_number(value: Decimal) -> str:
+    """Plain notation, trailing zeros dropped (``4490.100`` -> ``4490.1``)."""
+    text = format(value.normalize(), "f")
+    return text
+
+
+class CalculatorArgs(BaseModel):
+    """The calculator's parameters, as a pydantic model (the tool receives an instance)."""
+
+    expression: str = Field(description="Arithmetic, e.g. '(2 + 3) * 1.2'")
+
+
+async def _calculator(
+    tool_call_id: str, params: CalculatorArgs, signal: Any, on_update: Any
+) -> AgentToolResult:
+    value = calculate(params.expression)  # a CalculatorError becomes an error result
+    return AgentToolResult(
+        content=[TextContent(text=format_number(value))],
+        details={"expression": params.expression},
+    )
+
+
+# --- the file tools (plain functions: they run in a worker thread) ---------------------------
+
+
+def _inside(root: Path, relative: str) -> Path:
+    path = (root / relative).resolve()
+    if path != root and root not in path.parents:
+        raise ValueError(f"{relative!r} is outside the workspace")
+    return path
+
+
+def file_tools(root: Path) -> list[AgentTool]:
+    """``list_files`` and ``read_file`` confined to ``root`` (JSON-schema parameters)."""
+    root = root.resolve()
+
+    def list_files(
+        tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any
+    ) -> AgentToolResult:
+        base = _inside(root, params.get("path", "."))
+        if not base.is_dir():
+            raise ValueError(f"{params.get('path')!r} is not a directory")
+        lines = [
+            f"{p.relative_to(root).as_posix()} ({p.stat().st_size} bytes)"
+            for p in sorted(base.rglob("*"))
+            if p.is_file()
+        ]
+        return AgentToolResult(content=[TextContent(text="\n".join(lines) or "(empty)")])
+
+    def read_file(
+        tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any
+    ) -> AgentToolResult:
+        path = _inside(root, params["path"])
+        return AgentToolResult(content=[TextContent(text=path.read_text(encoding="utf-8"))])
+
+    return [
+        AgentTool(
+            name="list_files",
+            description="List every file under a directory of the workspace, with sizes.",
+            parameters={
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": "A directory"}},
+                "additionalProperties": False,
+            },
+            execute=list_files,
+        ),
+        AgentTool(
+            name="read_file",
+            description="Read a text file of the workspace.",
+            parameters={
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+            execute=read_file,
+        ),
+    ]
+
+
+def make_workspace(root: Path) -> None:
+    for name, (customer, item, total) in INVOICES.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            f"INVOICE {path.stem.upper()}\nCustomer: {customer}\nItem: {item}\n"
+            f"Total: {total} EUR\n",
+            encoding="utf-8",
+        )
+    (root / "notes.txt").write_text("Pay invoices within 30 days.\n", encoding="utf-8")
+
+
+# --- the scripted model: each response reads what the model was sent ---------------------------
+
+
+def _results(context: LlmContext) -> list[ToolResultMessage]:
+    """The tool results of the latest turn (the messages after the last assistant message)."""
+    found: list[ToolResultMessage] = []
+    for message in reversed(context.messages):
+        if isinstance(message, AssistantMessage):
+            break
+        if isinstance(message, ToolResultMessage):
+            found.append(message)
+    return list(reversed(found))
+
+
+def _text(message: ToolResultMessage) -> str:
+    return "".join(b.text for b in message.content if isinstance(b, TextContent))
+
+
+def _call(name: str, arguments: dict[str, Any], n: int) -> ToolCall:
+    return ToolCall(id=f"demo_{name}_{n}", name=name, arguments=arguments)
+
+
+def scripted_model() -> list[Callable[[LlmContext], AssistantMessage]]:
+    def look(context: LlmContext) -> AssistantMessage:
+        return faux_response(
+            "Let me see what is in your workspace first.",
+            tool_calls=[_call("list_files", {"path": "."}, 1)],
+        )
+
+    def read_invoices(context: LlmContext) -> AssistantMessage:
+        listing = _text(_results(context)[0])
+        paths = re.findall(r"^(invoices/\S+\.txt) ", listing, flags=re.MULTILINE)
+        return faux_response(
+            f"I found {len(paths)} invoices. I will read them all at once.",
+            tool_calls=[_call("read_file", {"path": p}, i) for i, p in enumerate(paths, 1)],
+        )
+
+    def add_up(context: LlmContext) -> AssistantMessage:
+        totals = [
+            re.search(r"^Total: ([0-9.]+)", _text(r), flags=re.MULTILINE) for r in _results(context)
+        ]
+        amounts = [m.group(1) for m in totals if m is not None]
+        wants_vat = any(
+            isinstance(m, UserMessage) and "VAT" in str(m.content) for m in context.messages[1:]
+        )
+        total = " + ".join(amounts)
+        calls = [_call("calculator", {"expression": total}, 1)]
+        text = f"The invoice totals are {', '.join(amounts)}. Let me add them up"
+        if wants_vat:
+            calls.append(_call("calculator", {"expression": f"({total}) * 1.2"}, 2))
+            text += ", with and without the 20% VAT you asked for."
+        else:
+            text += "."
+        return faux_response(text, tool_calls=calls)
+
+    def answer(context: LlmContext) -> AssistantMessage:
+        values = [Decimal(_text(r)) for r in _results(context)]
+        text = f"Your three invoices add up to {values[0]:.2f} EUR"
+        if len(values) > 1:
+            text += f"; with 20% VAT that is {values[1]:.2f} EUR"
+        return faux_response(text + ".")
+
+    return [look, read_invoices, add_up, answer]
+
+
+# --- the run diagram --------------------------------------------------------------------------
+
+
+_MESSAGE = frozenset({"message_start", "message_end"})
+_TOOL = frozenset({"tool_execution_start", "tool_execution_end"})
+EMITTED: dict[str, frozenset[str]] = {
+    "agent_start": frozenset({"agent_start"}),
+    "turn_start": frozenset({"turn_start"}),
+    "prompt_messages": _MESSAGE,
+    "injected_messages": _MESSAGE,
+    "assistant_end": _MESSAGE,
+    "truncated_results": _TOOL | _MESSAGE,
+    "tool_result_messages": _MESSAGE,
+    "unanswered_results": _TOOL | _MESSAGE,
+    "turn_end": frozenset({"turn_end"}),
+    "failure_turn": _MESSAGE | {"turn_start", "turn_end"},
+    "agent_end": frozenset({"agent_end"}),
+}
+"""The event types each emit action of ``states/agent_loop.toml`` produces."""
+
+
+class Transcript:
+    """Prints the run for a person: text as it streams, tools, steering, transitions.
+
+    The machine reports a transition while it processes an input, before the driver delivers
+    the events of that step, and a step's events may come from before or after its transitions
+    (a tool's ``tool_execution_end`` precedes the ``tools_settled`` it causes). To print things
+    in the order they happened, transitions are held: one is printed just before the first
+    event its declared emit actions produce, or, for one that emits nothing, when the driver
+    performs the next effect (a poll, a model call, a tool: :meth:`flush`). Tools may start in
+    worker threads, hence the lock.
+    """
+
+    def __init__(self, out: TextIO, steering: list[AgentMessage], decl: Declaration) -> None:
+        self.decl = decl
+        self.out = out
+        self.steering = steering
+        self.at_line_start = True
+        self.reads_pending = 0
+        self.steered = False
+        self.turns = 0
+        self.pending: list[TransitionRecord] = []
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self.lock:
+            self.out.write(text)
+            self.out.flush()
+            if text:
+                self.at_line_start = text.endswith("\n")
+
+    def line(self, text: str) -> None:
+        if not self.at_line_start:
+            self.write("\n")
+        self.write(text + "\n")
+
+    def transition(self, record: TransitionRecord) -> None:
+        self.pending.append(record)
+
+    def flush(self, upto: int | None = None) -> None:
+        """Print the held transitions (the first ``upto`` of them; all by default)."""
+        with self.lock:
+            cut = len(self.pending) if upto is None else upto
+            records, self.pending = self.pending[:cut], self.pending[cut:]
+        for r in records:
+            self.line(f"    [fsm] {r.source} -({r.trigger})-> {r.dest}")
+
+    def _flush_for(self, kind: str) -> None:
+        """Print the held transitions up to the first one whose emit actions make ``kind``."""
+        for n, record in enumerate(self.pending):
+            emits = self.decl.transitions[record.index].emits
+            if any(kind in EMITTED.get(action, {kind}) for action in emits):
+                self.flush(n + 1)
+                return
+
+    def __call__(self, event: Any) -> None:
+        kind = event.type
+        self._flush_for(kind)
+        if kind == "turn_start":
+            self.turns += 1
+            self.line(f"--- turn {self.turns} ---")
+        elif kind == "message_update":
+            inner = event.assistant_message_event
+            if inner.type == "text_start":
+                if not self.at_line_start:
+                    self.write("\n")
+                self.write("assistant > ")
+            elif inner.type == "text_delta":
+                self.write(inner.delta)
+        elif kind == "message_end" and isinstance(event.message, UserMessage):
+            text = event.message.content if isinstance(event.message.content, str) else "..."
+            who = "user (steering)" if text == STEERING else "user"
+            self.line(f"{who} > {text}")
+        elif kind == "tool_execution_start":
+            args = ", ".join(f"{k}={v!r}" for k, v in (event.args or {}).items())
+            self.line(f"    tool  {event.tool_name}({args})")
+            if event.tool_name == "read_file":
+                self.reads_pending += 1
+        elif kind == "tool_execution_end":
+            text = "".join(b.text for b in event.result.content if isinstance(b, TextContent))
+            shown = text.strip().splitlines() or [""]
+            status = "error" if event.is_error else "ok"
+            self.line(f"    {status:<5} {event.tool_name} -> {shown[0]}")
+            for extra in shown[1:4]:
+                self.line(f"          {' ' * len(event.tool_name)}    {extra}")
+            if event.tool_name == "read_file":
+                self.reads_pending -= 1
+                if self.reads_pending == 0 and not self.steered:
+                    # the user types while the tools run: the loop injects it before the next call
+                    self.steered = True
+                    self.line("    (meanwhile the user sends a steering message)")
+                    self.steering.append(UserMessage(content=STEERING))
+        elif kind == "agent_end":
+            self.line(f"agent_end: reason={event.reason}, {len(event.messages)} new messages")
+
+
+def _flushing(tool: AgentTool, flush: Callable[[], None]) -> AgentTool:
+    """``tool`` with ``flush()`` called as its execution starts (sync stays sync)."""
+    execute: Any = tool.execute
+    if inspect.iscoroutinefunction(execute):
+
+        async def run_async(*args: Any) -> Any:
+            flush()
+            return await execute(*args)
+
+        wrapped: Any = run_async
+    else:
+
+        def run_sync(*args: Any) -> Any:
+            flush()
+            return execute(*args)
+
+        wrapped = run_sync
+    return dataclasses.replace(tool, execute=wrapped)
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="agentcore-fsm demo",
+        description="Run a scripted agent session offline (faux provider, real tools).",
+    )
+    p.add_argument("--out", type=Path, help="where to write the run diagram (Mermaid)")
+    p.add_argument(
+        "--delay",
+        type=float,
+        default=0.01,
+        help="seconds between streamed chunks, so that streaming is visible (0 for none)",
+    )
+    return p.parse_args(argv)
+
+
+async def run_demo(workspace: Path, out: TextIO, delay: float) -> tuple[list[Any], Any]:
+    """Run the session in ``workspace``; return the new messages and the transition records."""
+    steering: list[AgentMessage] = []
+    transcript = Transcript(out, steering, load_declaration("agent_loop"))
+    records: list[TransitionRecord] = []
+
+    def on_transition(record: TransitionRecord) -> None:
+        records.append(record)
+        transcript.transition(record)
+
+    def get_steering_messages() -> list[AgentMessage]:
+        transcript.flush()
+        drained = list(steering)
+        steering.clear()
+        return drained
+
+    calculator = AgentTool(
+        name="calculator",
+        description="Evaluate an arithmetic expression exactly (no variables, no functions).",
+        parameters=CalculatorArgs,
+        execute=_calculator,
+    )
+    tools = [_flushing(t, transcript.flush) for t in (*file_tools(workspace), calculator)]
+    context = AgentContext(system_prompt="You are a careful bookkeeping assistant.", tools=tools)
+    config = AgentLoopConfig(
+        model=Model(id="faux-demo", provider="faux", api="faux"),
+        get_steering_messages=get_steering_messages,
+    )
+    faux = FauxProvider(scripted_model(), chunk_size=6, delay=delay)
+
+    def stream_fn(model: Model, llm_context: LlmContext, options: StreamOptions) -> Any:
+        transcript.flush()
+        return faux(model, llm_context, options)
+
+    messages = await run_agent_loop(
+        [UserMessage(content=QUESTION)],
+        context,
+        config,
+        transcript,
+        stream_fn=stream_fn,
+        on_transition=on_transition,
+    )
+    transcript.flush()
+    transcript.line("")
+    return messages, records
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    out = sys.stdout
+    decl = load_declaration("agent_loop")
+    with tempfile.TemporaryDirectory(prefix="agentcore-fsm-demo-workspace-") as tmp:
+        workspace = Path(tmp)
+        make_workspace(workspace)
+        print("agentcore-fsm demo: a scripted agent session on the faux provider (offline).")
+        print(f"workspace: {workspace} ({len(INVOICES)} invoices and a note)")
+        print("tools: list_files, read_file (worker threads), calculator (ast, no eval)")
+        print()
+        messages, records = anyio.run(run_demo, workspace, out, args.delay, backend="trio")
+    final = messages[-1]
+    if args.out is not None:
+        target = args.out
+        target.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        target = Path(tempfile.mkdtemp(prefix="agentcore-fsm-demo-")) / "run.mmd"
+    ok = isinstance(final, AssistantMessage) and final.stop_reason == "stop"
+    view = run_view(decl, records, outcome="completed" if ok else "error")
+    target.write_text(to_mermaid(decl, view), encoding="utf-8")
+    svg: Path | None = None
+    if find_dot() is not None:  # an SVG too, when Graphviz is installed
+        svg = target.with_suffix(".svg")
+        svg.write_text(render_dot(to_dot(decl, view), "svg").decode("utf-8"), encoding="utf-8")
+    tools = sum(isinstance(m, ToolResultMessage) for m in messages)
+    print(
+        f"{len(records)} transitions, {tools} tool results, "
+        f"final state: {records[-1].dest if records else decl.initial}"
+    )
+    print(f"run diagram (Mermaid): {target}")
+    if svg is not None:
+        print(f"run diagram (SVG): {svg}")
+    return 0 if ok else 1

@@ -1,0 +1,247 @@
+"""``agentcore-fsm chat``, driven through stdin against the local SSE server, and its tools."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import sys
+import threading
+
+import pytest
+from _provider_sse_server import Reply, ScriptedServer
+
+from agentcore_fsm import TextContent
+from agentcore_fsm.chat import CalculatorError, builtin_tools, calculate, main, resolve_model
+from agentcore_fsm.cli import main as cli_main
+
+
+def run_chat(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    stdin: str,
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_openai_session_with_a_tool(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.queue(Reply(sse="openai/chat_calculator.sse"), Reply(sse="openai/final_text.sse"))
+    argv = ["--provider", "openai", "--model", "gpt-4o-mini", "--base-url", server.url + "/v1"]
+    code, out, err = run_chat(monkeypatch, capsys, argv, "What is 2 + 3?\n\n/exit\nnot read\n")
+    assert (code, err) == (0, "")
+    assert out == (
+        '[tool] calculator {"expression": "2 + 3"}\n'
+        "[result] 5\n"
+        "2 + 3 = 5.\n"
+        "[usage] 132 input (+128 cached), 18 output tokens, $0.000040\n"
+    )
+    first, second = server.requests
+    assert first.headers["authorization"] == "Bearer not-needed"
+    assert [t["function"]["name"] for t in first.body["tools"]] == ["current_time", "calculator"]
+    assert first.body["messages"] == [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "What is 2 + 3?"},
+    ]
+    assert second.body["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_calc_1",
+        "content": "5",
+    }
+
+
+def test_anthropic_session_with_thinking(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    server.queue(Reply(sse="anthropic/chat_calculator.sse"), Reply(sse="anthropic/final_text.sse"))
+    argv = [
+        "--provider",
+        "anthropic",
+        "--model",
+        "claude-haiku-4-5",
+        "--base-url",
+        server.url,
+        "--thinking",
+        "low",
+        "--system",
+        "Be exact.",
+    ]
+    code, out, err = run_chat(monkeypatch, capsys, argv, "What is 2 + 3?\n")
+    assert (code, err) == (0, "")
+    assert out == (
+        "[thinking] Use the calculator.\n"
+        '[tool] calculator {"expression": "2 + 3"}\n'
+        "[result] 5\n"
+        "2 + 3 = 5.\n"
+        "[usage] 132 input (+128 cached), 18 output tokens, $0.000235\n"
+    )
+    first, second = server.requests
+    assert first.headers["authorization"] == "Bearer sk-ant-test"
+    assert first.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert first.body["system"][0]["text"] == "Be exact."
+    assert second.body["messages"][1]["content"][0] == {
+        "type": "thinking",
+        "thinking": "Use the calculator.",
+        "signature": "c2lnbmF0dXJl",
+    }
+
+
+def test_ctrl_c_aborts_the_reply_not_the_session(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    server.queue(Reply(sse="openai/abort.sse"), Reply(sse="openai/final_text.sse"))
+
+    def press_ctrl_c() -> None:
+        if server.waiting.wait(20):  # the reply is streaming and the server holds it open
+            os.kill(os.getpid(), signal.SIGINT)
+
+    presser = threading.Thread(target=press_ctrl_c, daemon=True)
+    presser.start()
+    argv = ["--model", "gpt-4o-mini", "--base-url", server.url + "/v1", "--no-tools"]
+    code, out, err = run_chat(monkeypatch, capsys, argv, "count\nWhat now?\n")
+    presser.join(5)
+    assert (code, err) == (0, "")
+    assert out == (
+        "Counting: one, two\n"
+        "[aborted]\n"
+        "2 + 3 = 5.\n"
+        "[usage] 32 input (+128 cached), 8 output tokens, $0.000019\n"
+    )
+    assert server.disconnected.is_set()
+    first, second = server.bodies()
+    assert "tools" not in first
+    assert second["messages"] == [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "count"},
+        {"role": "assistant", "content": "Counting: one, two"},
+        {"role": "user", "content": "What now?"},
+    ]
+
+
+def test_errors_are_printed_and_the_session_goes_on(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    server.queue(
+        Reply(status=429, body="openai/error_429.json", headers={"x-should-retry": "false"}),
+        Reply(sse="openai/text.sse"),
+    )
+    argv = ["--model", "gpt-4o-mini", "--base-url", server.url + "/v1"]
+    code, out, err = run_chat(monkeypatch, capsys, argv, "hi\n/reset\nhi again\n")
+    assert (code, err) == (0, "")
+    assert out == (
+        "[error] HTTP 429 (requests): Rate limit reached for gpt-4o-mini on requests per min "
+        "(RPM): Limit 3, Used 3, Requested 1.\n"
+        "[conversation cleared]\n"
+        "Hello, world!\n"
+        "[usage] 176 input (+1024 cached), 5 output tokens, $0.000106\n"
+    )
+    assert server.bodies()[-1]["messages"][1:] == [{"role": "user", "content": "hi again"}]
+
+
+def test_missing_key_and_missing_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    code, _out, err = run_chat(monkeypatch, capsys, ["--provider", "anthropic", "--model", "x"], "")
+    assert code == 2
+    assert err == "agentcore-fsm chat: set ANTHROPIC_API_KEY (your anthropic API key)\n"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setitem(sys.modules, "openai", None)
+    code, _out, err = run_chat(monkeypatch, capsys, ["--model", "gpt-4o-mini"], "")
+    assert code == 2
+    assert "pip install 'agentcore-fsm[openai]'" in err
+
+
+def test_cli_dispatches_to_chat(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli_main(["chat", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--provider {openai,anthropic}" in out and "--base-url" in out
+
+
+def test_resolve_model() -> None:
+    known = resolve_model("openai", "gpt-4o-mini", None, "off")
+    assert known.provider == "openai" and known.cost.input == 0.15
+    proxied = resolve_model("openai", "gpt-4o-mini", "http://proxy/v1", "off")
+    assert proxied.base_url == "http://proxy/v1" and proxied.cost == known.cost
+    local = resolve_model("openai", "llama3.2", "http://localhost:11434/v1", "low")
+    assert local.provider == "openai-compatible" and local.reasoning
+    assert local.base_url == "http://localhost:11434/v1"
+    other = resolve_model("anthropic", "claude-future-9", None, "off")
+    assert other.api == "anthropic-messages" and other.reasoning
+    assert other.base_url == "https://api.anthropic.com"
+
+
+# --- the built-in tools ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("2 + 3", 5),
+        ("(2 + 3) * 4 - 6 / 3", 18.0),
+        ("2 ** 10", 1024),
+        ("2 ^ 10", 1024),
+        ("-7 // 2", -4),
+        ("7 % 3", 1),
+        ("sqrt(16) + abs(-2)", 6.0),
+        ("round(pi, 3)", 3.142),
+        ("max(1, 5, 3) + min(4, 2)", 7),
+        ("1e3 + 0.5", 1000.5),
+    ],
+)
+def test_calculator_computes(expression: str, value: float) -> None:
+    assert calculate(expression) == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("__import__('os').system('true')", "unsupported expression"),
+        ("().__class__", "unsupported expression"),
+        ("open('x')", "unsupported expression"),
+        ("x + 1", "unsupported expression"),
+        ("'a' * 3", "unsupported expression"),
+        ("[1, 2]", "unsupported expression"),
+        ("lambda: 1", "unsupported expression"),
+        ("sqrt(x=4)", "unsupported expression"),
+        ("2 ** 100000", "exponent too large"),
+        ("9 ** 9999", "result too large"),
+        ("10.0 ** 400", "result too large"),
+        ("1 / 0", "division by zero"),
+        ("(-8) ** 0.5", "not a real number"),
+        ("sqrt(-1)", "sqrt: math domain error"),
+        ("2 +", "not an arithmetic expression"),
+        ("", "empty expression"),
+        ("1+" * 300 + "1", "expression too long"),
+    ],
+)
+def test_calculator_refuses(expression: str, message: str) -> None:
+    with pytest.raises(CalculatorError, match=re.escape(message)):
+        calculate(expression)
+
+
+@pytest.mark.anyio
+async def test_time_tool() -> None:
+    time_tool = builtin_tools()[0]
+    result = await time_tool.execute("c1", {"timezone": "Asia/Tokyo"}, None, None)  # type: ignore[misc]
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+09:00 \(\w+day, Asia/Tokyo\)", block.text)
+    result = await time_tool.execute("c1", {}, None, None)  # type: ignore[misc]
+    assert result.content[0].text.endswith(", UTC)")  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="Unknown time zone 'Mars/Olympus'"):
+        await time_tool.execute("c1", {"timezone": "Mars/Olympus"}, None, None)  # type: ignore[misc]

@@ -1,0 +1,270 @@
+"""Recording a run to JSONL and reading it back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcore_fsm import (
+    AgentContext,
+    AgentEndEvent,
+    AgentLoopConfig,
+    AgentStartEvent,
+    AgentTool,
+    AgentToolResult,
+    MessageUpdateEvent,
+    Model,
+    TextContent,
+    ToolExecutionEndEvent,
+    TransitionRecord,
+    TurnStartEvent,
+    UserMessage,
+    run_agent_loop,
+)
+from agentcore_fsm.declaration import declaration_names, load_declaration
+from agentcore_fsm.diagrams import view_of_recording
+from agentcore_fsm.events import AGENT_EVENT_ADAPTER
+from agentcore_fsm.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.recorder import RUN_FORMAT, RecordedRun, RunFileError, RunRecorder, load_run
+
+MODEL = Model(id="faux-1", provider="faux", api="faux")
+
+
+class Opaque:
+    """Something JSON cannot carry (a tool may put anything in ``details``)."""
+
+    def __repr__(self) -> str:
+        return "<Opaque>"
+
+
+def lookup_tool() -> AgentTool:
+    async def execute(call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        on_update(AgentToolResult(content=[TextContent(text="looking...")]))
+        return AgentToolResult(
+            content=[TextContent(text=f"{params['city']}: 21°C")], details={"raw": Opaque()}
+        )
+
+    return AgentTool(
+        name="weather",
+        description="The weather in a city.",
+        parameters={
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+        execute=execute,
+    )
+
+
+def script() -> list[Any]:
+    return [
+        faux_response(
+            "Let me look.",
+            thinking="The user wants the weather.",
+            tool_calls=[faux_tool_call("weather", {"city": "Lyon"})],
+        ),
+        faux_response("It is 21°C in Lyon."),
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_recorded_run_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    seen: list[Any] = []  # each event's JSON form at the moment it was emitted
+    taken: list[TransitionRecord] = []
+
+    with RunRecorder(path) as rec:
+
+        def emit(event: Any) -> None:
+            seen.append(event.model_dump(mode="json", by_alias=True, fallback=repr))
+            rec(event)
+
+        def on_transition(record: TransitionRecord) -> None:
+            taken.append(record)
+            rec.on_transition(record)
+
+        await run_agent_loop(
+            [UserMessage(content="Weather in Lyon?")],
+            AgentContext(tools=[lookup_tool()]),
+            AgentLoopConfig(model=MODEL),
+            emit,
+            stream_fn=FauxProvider(script(), chunk_size=4),
+            on_transition=on_transition,
+        )
+
+    run = load_run(path)
+    assert isinstance(run, RecordedRun)
+    assert run.machine == "agent_loop"
+    assert run.transitions == taken
+    assert run.machines == {"agent_loop": taken}
+    assert [e.model_dump(mode="json", by_alias=True) for e in run.events] == seen
+    # validated back into the classes the loop emits
+    assert type(run.events[0]) is AgentStartEvent
+    assert isinstance(run.events[-1], AgentEndEvent)
+    assert run.end_reason == "completed"
+    kinds = {e.type for e in run.events}
+    assert {"message_update", "tool_execution_update", "tool_execution_end"} <= kinds
+    end = next(e for e in run.events if isinstance(e, ToolExecutionEndEvent))
+    assert end.result.details == {"raw": "<Opaque>"}  # kept as its repr, the run went on
+    # streamed partials were recorded as they were then, not as they ended up
+    updates = [e for e in run.events if isinstance(e, MessageUpdateEvent)]
+    texts = [json.dumps(u.model_dump(mode="json", by_alias=True)["message"]) for u in updates]
+    assert len(set(texts)) > len(updates) // 2  # not one final message repeated
+    first = updates[0].message  # thinking_start of the first answer: nothing thought yet
+    assert first.content[0].thinking == ""
+    # the camelCase wire form is what is stored
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == {"kind": "run", "format": RUN_FORMAT, "version": 1, "machine": "agent_loop"}
+    assert [x["seq"] for x in lines[1:]] == list(range(1, len(lines)))
+    assert {x["kind"] for x in lines[1:]} == {"event", "transition"}
+    assert any("toolCallId" in x["event"] for x in lines if x["kind"] == "event")
+    # the in-memory side agrees
+    assert rec.transitions == taken
+    assert rec.end_reason == "completed"
+    assert rec.events == []  # a file recorder does not keep events in memory by default
+    assert rec.event_count == len(seen)
+    # and it renders: the recorded path is the one taken
+    _, view = view_of_recording(path)
+    assert view.path == tuple((r.index, r.source, r.dest) for r in taken)
+
+
+@pytest.mark.anyio
+async def test_a_memory_recorder_keeps_events(tmp_path: Path) -> None:
+    rec = RunRecorder(updates=False)
+    await run_agent_loop(
+        [UserMessage(content="Weather in Lyon?")],
+        AgentContext(tools=[lookup_tool()]),
+        AgentLoopConfig(model=MODEL),
+        rec,
+        stream_fn=FauxProvider(script()),
+        on_transition=rec.on_transition,
+    )
+    assert rec.events and not any(e.type == "message_update" for e in rec.events)
+    assert rec.event_count == len(rec.events)
+    recorded = rec.recorded()
+    assert recorded.events == rec.events and recorded.transitions == rec.transitions
+    assert recorded.end_reason == "completed"
+    assert rec.transitions[0] == TransitionRecord(0, "start", "idle", "awaiting_steering")
+    with pytest.raises(ValueError, match="closed"):
+        rec._write({"kind": "event"})
+
+
+def test_it_is_an_agent_listener_and_records_other_machines(tmp_path: Path) -> None:
+    path = tmp_path / "agent.jsonl"
+    with RunRecorder(path) as rec:
+        rec(AgentStartEvent(), None)  # listener(event, signal)
+        rec({"type": "turn_start"})  # a dict is validated first
+        rec.transition_callback("agent")(TransitionRecord(0, "start", "idle", "running"))
+        rec.on_transition(TransitionRecord(0, "start", "idle", "awaiting_steering"))
+        rec(AgentEndEvent(reason="aborted"))
+    run = load_run(path)
+    assert [type(e) for e in run.events] == [AgentStartEvent, TurnStartEvent, AgentEndEvent]
+    assert run.machines == {
+        "agent_loop": [TransitionRecord(0, "start", "idle", "awaiting_steering")],
+        "agent": [TransitionRecord(0, "start", "idle", "running")],
+    }
+    assert run.end_reason == "aborted"
+    with pytest.raises(TypeError, match="not an agent event"):
+        RunRecorder()(object())
+
+
+@pytest.mark.skipif("agent" not in declaration_names(), reason="states/agent.toml not declared")
+def test_a_recorded_agent_lifecycle_renders(tmp_path: Path) -> None:
+    decl = load_declaration("agent")
+    first = next(t for t in decl.transitions if decl.initial in t.source)
+    path = tmp_path / "agent.jsonl"
+    with RunRecorder(path, machine="agent") as rec:
+        rec.on_transition(TransitionRecord(first.index, first.trigger, decl.initial, first.dest))
+    decl2, view = view_of_recording(path, "agent")
+    assert decl2 is decl
+    assert view.state == first.dest and view.counts == {(first.index, decl.initial): 1}
+
+
+def write_lines(path: Path, *lines: Any) -> Path:
+    path.write_text(
+        "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines),
+        encoding="utf-8",
+    )
+    return path
+
+
+HEADER = {"kind": "run", "format": RUN_FORMAT, "version": 1, "machine": "agent_loop"}
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ((), "empty file"),
+        (("{not json",), ":1: not JSON"),
+        (([1, 2],), ":1: expected a JSON object with a 'kind'"),
+        (({"kind": "event", "event": {"type": "agent_start"}},), ":1: the file does not start"),
+        (({**HEADER, "format": "other"},), ":1: not an agentcore-fsm run"),
+        (({**HEADER, "version": 2},), ":1: run format version 2 is not supported"),
+        ((HEADER, HEADER), ":2: a second 'run' header"),
+        ((HEADER, {"kind": "event", "event": {"type": "nope"}}), ":2: invalid event"),
+        ((HEADER, {"kind": "event"}), ":2: an event record without 'event'"),
+        ((HEADER, {"kind": "transition", "machine": "agent_loop"}), ":2: invalid transition"),
+        (
+            (
+                HEADER,
+                {
+                    "kind": "transition",
+                    "machine": "m",
+                    "index": "0",
+                    "trigger": "t",
+                    "source": "a",
+                    "dest": "b",
+                },
+            ),
+            "'index' must be int",
+        ),
+        ((HEADER, {"kind": "mystery"}), ":2: unknown record kind 'mystery'"),
+    ],
+)
+def test_load_run_says_what_is_wrong(tmp_path: Path, lines: tuple[Any, ...], message: str) -> None:
+    path = write_lines(tmp_path / "bad.jsonl", *lines)
+    with pytest.raises(RunFileError) as info:
+        load_run(path)
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_blank_lines_are_ignored_and_events_validate_camel_case(tmp_path: Path) -> None:
+    event = {
+        "type": "tool_execution_end",
+        "toolCallId": "c1",
+        "toolName": "weather",
+        "result": {"content": [{"type": "text", "text": "ok"}], "isError": False},
+        "isError": False,
+    }
+    path = write_lines(tmp_path / "ok.jsonl", HEADER, "", {"kind": "event", "event": event}, "")
+    run = load_run(path)
+    assert len(run.events) == 1
+    assert run.events[0] == AGENT_EVENT_ADAPTER.validate_python(event)
+    assert run.events[0].tool_call_id == "c1"
+    assert run.transitions == [] and run.end_reason is None
+
+
+@pytest.mark.anyio
+async def test_it_records_an_agent_as_a_listener(tmp_path: Path) -> None:
+    from agentcore_fsm import Agent
+
+    path = tmp_path / "agent.jsonl"
+    seen: list[Any] = []
+    agent = Agent(tools=[lookup_tool()], stream_fn=FauxProvider(script()))
+    with RunRecorder(path, updates=False) as rec:
+        agent.subscribe(rec)  # called as rec(event, signal)
+        agent.subscribe(
+            lambda event, signal: seen.append(
+                event.model_dump(mode="json", by_alias=True, fallback=repr)
+            )
+        )
+        await agent.prompt("Weather in Lyon?")
+    run = load_run(path)
+    expected = [e for e in seen if e["type"] != "message_update"]
+    assert [e.model_dump(mode="json", by_alias=True) for e in run.events] == expected
+    assert run.end_reason == "completed"
+    assert rec.event_count == len(expected)
