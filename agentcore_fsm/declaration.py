@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -227,6 +227,37 @@ _MACHINES: dict[int, Any] = {}
 _KEEP: list[Declaration] = []
 
 
+def _lean_machine_class() -> type[Any]:
+    from transitions import Machine
+
+    class LeanMachine(Machine):
+        """A ``transitions.Machine`` whose ``add_model`` binds only ``model.trigger``.
+
+        The stock ``add_model`` also binds a method per trigger, a ``may_<trigger>`` and an
+        ``is_<state>`` per state, and looks for ``on_enter_<state>`` methods: some forty
+        attribute writes per run that this library never reads (it fires triggers by name and
+        reads ``model.state``), and an O(models) membership scan. Transitions themselves --
+        guards, state changes, callbacks -- are processed by ``transitions`` unchanged.
+        """
+
+        def add_model(self, model: Any, initial: Any = None) -> None:
+            model.trigger = partial(self._get_trigger, model)
+            self.set_state(self.initial if initial is None else initial, model=model)  # type: ignore[arg-type]
+            self.models.append(model)
+
+    return LeanMachine
+
+
+def _LeanMachine(**kwargs: Any) -> Any:
+    global _LEAN_CLASS
+    if _LEAN_CLASS is None:
+        _LEAN_CLASS = _lean_machine_class()
+    return _LEAN_CLASS(**kwargs)
+
+
+_LEAN_CLASS: type[Any] | None = None
+
+
 def _check_guard(name: str) -> Any:
     return lambda event: event.model.owner.check_guard(name)
 
@@ -246,7 +277,6 @@ def shared_machine(decl: Declaration) -> Any:
     machine = _MACHINES.get(id(decl))
     if machine is not None:
         return machine
-    from transitions import Machine
 
     table = [
         {
@@ -259,7 +289,7 @@ def shared_machine(decl: Declaration) -> Any:
         }
         for t in decl.transitions
     ]
-    machine = Machine(
+    machine = _LeanMachine(
         model=None,
         states=list(decl.states),
         transitions=table,

@@ -19,7 +19,7 @@ import inspect
 import logging
 import math
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -121,7 +121,7 @@ class _Driver:
         self._failed = False  # a failure has been fed: later emit errors are only logged
         self._emitting = False
         self._scope: anyio.CancelScope | None = None  # the main effect in flight
-        self._task_scopes: dict[int, anyio.CancelScope] = {}
+        self._tasks: dict[int, Any] = {}  # anyio TaskHandles of running tools and tool hooks
         self._tg: anyio.abc.TaskGroup | None = None
         self._send: MemoryObjectSendStream[tuple[Any, ...]] | None = None
         self._receive: MemoryObjectReceiveStream[tuple[Any, ...]] | None = None
@@ -133,10 +133,12 @@ class _Driver:
         if self._scope is not None and not self._emitting:
             self._scope.cancel()
         self._cancel_tasks()
+        if self._send is not None:
+            self._post(("wake",))  # a wait on the inbox returns; _process sees the abort
 
     def _cancel_tasks(self) -> None:
-        for scope in self._task_scopes.values():
-            scope.cancel()
+        for handle in self._tasks.values():
+            handle.cancel()
 
     def _aborted(self) -> bool:
         return self.signal is not None and self.signal.aborted
@@ -194,12 +196,15 @@ class _Driver:
                 if result is not None and inspect.isawaitable(result):
                     await result
             except Exception as exc:
-                if self._failed or self._failure is not None or self.m.finished:
-                    logger.exception("emit raised while a run was ending; ignored")
-                else:
-                    self._failure = exc
+                self._emit_failed(exc)
             finally:
                 self._emitting = False
+
+    def _emit_failed(self, exc: Exception) -> None:
+        if self._failed or self._failure is not None or self.m.finished:
+            logger.exception("emit raised while a run was ending; ignored")
+        else:
+            self._failure = exc
 
     async def _perform(self, effects: list[Effect]) -> Step:
         main: Effect | None = None
@@ -297,9 +302,27 @@ class _Driver:
                 if inspect.isawaitable(stream):
                     stream = await stream
                 deliver = self._deliver
+                stream_update = m.stream_update
+                emit = self.emit
                 async for event in stream:
                     if signal is not None and signal.aborted:
                         return Step()
+                    # the hot path: a delta of a started message is one object and one emit
+                    update = stream_update(event)
+                    if update is not None:
+                        if emit is not None:
+                            self._emitting = True
+                            try:
+                                result = emit(update)
+                                if result is not None and inspect.isawaitable(result):
+                                    await result
+                            except Exception as exc:
+                                self._emit_failed(exc)
+                            finally:
+                                self._emitting = False
+                            if self._failure is not None or (signal is not None and signal.aborted):
+                                return Step()
+                        continue
                     step = m.stream_event(event)
                     if m.state != "streaming":
                         return step  # terminal (or failed): _process delivers its events
@@ -319,12 +342,19 @@ class _Driver:
                 if stream is not None:
                     aclose = getattr(stream, "aclose", None)
                     if aclose is not None:
-                        with anyio.CancelScope(shield=True):
-                            try:
-                                await aclose()
-                            except Exception:
-                                logger.exception("closing the model stream raised; ignored")
+                        await self._close_stream(aclose, scope.cancel_called)
         return Step()  # cancelled by abort: _process feeds it
+
+    async def _close_stream(self, aclose: Callable[[], Awaitable[Any]], cancelled: bool) -> None:
+        """Close the stream (runs its cleanup); shielded when the call was cancelled."""
+        try:
+            if cancelled:
+                with anyio.CancelScope(shield=True):
+                    await aclose()
+            else:
+                await aclose()
+        except Exception:
+            logger.exception("closing the model stream raised; ignored")
 
     # --- tools (run in the run's task group, report through the inbox) -----------------------
 
@@ -333,24 +363,13 @@ class _Driver:
             self._send, self._receive = anyio.create_memory_object_stream[tuple[Any, ...]](math.inf)
         return self._send
 
-    def _spawn(self, index: int, fn: Callable[[Any], Awaitable[None]], effect: Any) -> None:
-        self._inbox()
-        scope = anyio.CancelScope()
-        self._task_scopes[index] = scope
-        assert self._tg is not None
-        self._tg.start_soon(self._guarded, index, scope, fn, effect)
-
-    async def _guarded(
-        self,
-        index: int,
-        scope: anyio.CancelScope,
-        fn: Callable[[Any], Awaitable[None]],
-        effect: Any,
+    def _spawn(
+        self, index: int, fn: Callable[[Any], Coroutine[Any, Any, None]], effect: Any
     ) -> None:
-        with scope:
-            await fn(effect)
-        if self._task_scopes.get(index) is scope:
-            del self._task_scopes[index]
+        self._inbox()
+        assert self._tg is not None
+        # anyio's TaskHandle (4.14+) carries the task's own cancel scope: abort cancels it
+        self._tasks[index] = self._tg.start_soon(fn, effect)
 
     def _post(self, item: tuple[Any, ...]) -> None:
         send = self._send
@@ -417,6 +436,8 @@ class _Driver:
     def _feed(self, item: tuple[Any, ...]) -> Step:
         m = self.m
         kind = item[0]
+        if kind == "wake":
+            return Step()
         if kind == "update":
             if m.state != "executing":
                 return Step()
@@ -428,16 +449,11 @@ class _Driver:
         return m.hook_failed(item[2], item[1])
 
     async def _next_from_inbox(self) -> Step:
+        # No cancel scope here (one per wait would be the costliest thing on the tool path):
+        # an abort posts a "wake" item instead.
         receive = self._receive
         assert receive is not None
-        with anyio.CancelScope() as scope:
-            self._scope = scope
-            try:
-                item = await receive.receive()
-            finally:
-                self._scope = None
-            return self._feed(item)
-        return Step()
+        return self._feed(await receive.receive())
 
     def _drain_inbox(self) -> Step | None:
         """After an abort: feed results that arrived before it was processed (they keep their
@@ -450,7 +466,7 @@ class _Driver:
                 item = receive.receive_nowait()
             except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                 return None
-            if item[0] == "update":
+            if item[0] in ("update", "wake"):
                 continue
             return self._feed(item)
 

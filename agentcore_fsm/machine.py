@@ -360,6 +360,19 @@ class LoopMachine:
         self._fire("follow_up_polled")
         return self._take()
 
+    def stream_update(self, event: Any) -> MessageUpdateEvent | None:
+        """The hot path of ``stream_event``: for a ``*_start/_delta/_end`` event of a started
+        message, the ``message_update`` to emit; None for anything else (feed that to
+        :meth:`stream_event`). Saves building a :class:`Step` per delta."""
+        if (
+            self._message_started
+            and event.type in _STREAM_UPDATE_TYPES
+            and self._handle.state == "streaming"
+        ):
+            self._partial = event.partial
+            return MessageUpdateEvent(message=event.partial, assistant_message_event=event)
+        return None
+
     def stream_event(self, event: Any) -> Step:
         """Feed one event from the stream function (the hot path: no transition per delta)."""
         if self._handle.state != "streaming":
@@ -686,7 +699,7 @@ class LoopMachine:
                     tool = find_tool(self.context.tools, c.call.name)
                     # a copy: prepare_arguments, before_tool_call and the tool may mutate
                     # the arguments; the assistant message's tool call must not change
-                    raw: Any = copy.deepcopy(c.call.arguments)
+                    raw: Any = _json_copy(c.call.arguments)
                     if tool.prepare_arguments is not None:
                         raw = tool.prepare_arguments(raw)
                     c.tool, c.args = tool, validate_arguments(tool, raw)
@@ -937,6 +950,19 @@ class LoopMachine:
         if self._stop_requested or self._batch_terminated:
             return "stopped"
         return "completed"
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON-like data (dicts, lists, scalars): several times cheaper than
+    ``copy.deepcopy``; anything else falls back to it."""
+    cls = value.__class__
+    if cls is dict:
+        return {k: _json_copy(v) for k, v in value.items()}
+    if cls is list:
+        return [_json_copy(v) for v in value]
+    if cls in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def _exc_text(exc: BaseException) -> str:
