@@ -802,7 +802,7 @@ def sync_embedded(markdown: str, diagrams: dict[str, str]) -> str:
 def default_embedded() -> list[Path]:
     """The Markdown files of the checkout that embed static diagrams."""
     root = default_directory().parent
-    return [root / "README.md", root / "docs" / "readme-diagrams.md"]
+    return [root / "README.md"]
 
 
 def _ordered(names: Iterable[str]) -> list[str]:

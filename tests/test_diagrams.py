@@ -56,6 +56,7 @@ from agentcore_fsm.diagrams import (
 )
 from agentcore_fsm.providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
 from agentcore_fsm.recorder import RunRecorder, load_run
+from tests.readme_sections import section
 
 ROOT = Path(__file__).resolve().parent.parent
 DIAGRAMS = ROOT / "diagrams"
@@ -794,11 +795,11 @@ def test_cli_renders_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 # --- the README section ------------------------------------------------------------------------
 
-DOC = ROOT / "docs" / "readme-diagrams.md"
+DOC_TEXT = section("Debugging with diagrams")
 
 
 def test_the_docs_embed_the_current_loop_diagram() -> None:
-    text = DOC.read_text(encoding="utf-8")
+    text = DOC_TEXT
     assert text.startswith("## Debugging with diagrams\n")
     blocks = re.findall(r"^```mermaid\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
     assert blocks == [to_mermaid(load_declaration("agent_loop"))]
@@ -842,9 +843,9 @@ def test_regeneration_updates_embedded_copies(tmp_path: Path) -> None:
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-@pytest.mark.parametrize("index", range(len(PYTHON_BLOCK.findall(DOC.read_text("utf-8")))))
+@pytest.mark.parametrize("index", range(len(PYTHON_BLOCK.findall(DOC_TEXT))))
 def test_the_docs_examples_run(index: int, tmp_path: Path) -> None:
-    code = PYTHON_BLOCK.findall(DOC.read_text(encoding="utf-8"))[index]
+    code = PYTHON_BLOCK.findall(DOC_TEXT)[index]
     script = tmp_path / "example.py"
     script.write_text(code, encoding="utf-8")
     proc = subprocess.run(

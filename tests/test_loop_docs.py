@@ -1,4 +1,5 @@
-"""The examples of docs/readme-loop.md run as they are (each ```python block is a script)."""
+"""The examples of the README's "The agent loop" section run as they are (each ```python
+block is a script)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "readme-loop.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+from tests.readme_sections import section
+
+BLOCKS = re.findall(r"```python\n(.*?)```", section("The agent loop"), re.S)
 
 
 def test_the_doc_has_the_three_examples() -> None:

@@ -1,5 +1,5 @@
-"""The examples of docs/readme-providers.md run as they are (each ```python block is a script;
-```python-skip blocks need real keys and are only shown)."""
+"""The examples of the README's "Providers" section run as they are (each ```python block
+is a script; ```python-skip blocks need real keys and are only shown)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "readme-providers.md"
-TEXT = DOC.read_text(encoding="utf-8")
+from tests.readme_sections import section
+
+TEXT = section("Providers")
 BLOCKS = re.findall(r"^```python\n(.*?)^```", TEXT, re.S | re.M)
 
 
