@@ -111,11 +111,15 @@ class _Driver:
         stream_fn: StreamFn,
         emit: Emit | None,
         signal: AbortSignal | None,
+        control: AbortSignal | None = None,
     ) -> None:
         self.m = machine
         self.stream_fn = stream_fn
         self.emit = emit
-        self.signal = signal
+        self.signal = signal  # what hooks, tools and the stream function receive
+        # what decides: the same signal, or (agent_loop) one linked to it that also fires when
+        # the consumer leaves the block early
+        self.control = control if control is not None else signal
         self.config = machine.config
         self._failure: BaseException | None = None  # first emit failure, not yet fed
         self._failed = False  # a failure has been fed: later emit errors are only logged
@@ -141,12 +145,13 @@ class _Driver:
             handle.cancel()
 
     def _aborted(self) -> bool:
-        return self.signal is not None and self.signal.aborted
+        return self.control is not None and self.control.aborted
 
     # --- the main loop ------------------------------------------------------------------
 
     async def run(self) -> None:
-        remove = self.signal.add_callback(self._on_abort) if self.signal is not None else None
+        control = self.control
+        remove = control.add_callback(self._on_abort) if control is not None else None
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -259,6 +264,7 @@ class _Driver:
         m = self.m
         config = self.config
         signal = self.signal
+        control = self.control
         stream: Any = None
         with anyio.CancelScope() as scope:
             self._scope = scope
@@ -305,7 +311,7 @@ class _Driver:
                 stream_update = m.stream_update
                 emit = self.emit
                 async for event in stream:
-                    if signal is not None and signal.aborted:
+                    if control is not None and control.aborted:
                         return Step()
                     # the hot path: a delta of a started message is one object and one emit
                     update = stream_update(event)
@@ -320,7 +326,9 @@ class _Driver:
                                 self._emit_failed(exc)
                             finally:
                                 self._emitting = False
-                            if self._failure is not None or (signal is not None and signal.aborted):
+                            if self._failure is not None or (
+                                control is not None and control.aborted
+                            ):
                                 return Step()
                         continue
                     step = m.stream_event(event)
@@ -328,7 +336,7 @@ class _Driver:
                         return step  # terminal (or failed): _process delivers its events
                     if step.events:
                         await deliver(step.events)
-                        if self._failure is not None or (signal is not None and signal.aborted):
+                        if self._failure is not None or (control is not None and control.aborted):
                             return Step()
                 if aborted():
                     return Step()
@@ -400,6 +408,8 @@ class _Driver:
                     pass  # the worker was abandoned (abort): updates are ignored
 
         execute: Any = effect.tool.execute
+        if self._aborted():
+            return  # nothing starts once the signal fired (the task may start after it did)
         try:
             if inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
                 getattr(execute, "__call__", None)  # noqa: B004
@@ -426,6 +436,8 @@ class _Driver:
             settled = True
 
     async def _run_after_hook(self, effect: CallHook) -> None:
+        if self._aborted():
+            return  # nothing starts once the signal fired (the task may start after it did)
         try:
             value = await _call(self.config.after_tool_call, effect.ctx, self.signal)  # type: ignore[arg-type]
         except Exception as exc:
@@ -482,9 +494,11 @@ async def _run(
     signal: AbortSignal | None,
     stream_fn: StreamFn,
     on_transition: Callable[[TransitionRecord], None] | None,
+    control: AbortSignal | None = None,
 ) -> list[AgentMessage]:
-    machine = LoopMachine(prompts, context, config, signal=signal, on_transition=on_transition)
-    await _Driver(machine, stream_fn, emit, signal).run()
+    decides = control if control is not None else signal
+    machine = LoopMachine(prompts, context, config, signal=decides, on_transition=on_transition)
+    await _Driver(machine, stream_fn, emit, signal, control).run()
     return machine.new_messages
 
 
@@ -575,7 +589,14 @@ async def _loop_cm(
         try:
             with send:
                 stream._result = await _run(
-                    prompts, context, config, emit, inner.signal, fn, on_transition
+                    prompts,
+                    context,
+                    config,
+                    emit,
+                    signal or inner.signal,
+                    fn,
+                    on_transition,
+                    inner.signal,
                 )
         except BaseException as exc:
             stream._error = exc

@@ -1,0 +1,734 @@
+"""Test helpers: check that a run kept the documented event grammar (SPEC §3.3).
+
+Use this module in your own tests to check an agent built on this library::
+
+    from agentcore_fsm.testing import FauxProvider, faux_response, run_checked
+
+    faux = FauxProvider([faux_response("Hello!")])
+    run = await run_checked([UserMessage(content="hi")], context, config, stream_fn=faux)
+    run.messages        # what run_agent_loop returned; the grammar has been checked
+
+or record events yourself and check them afterwards::
+
+    recorder = EventRecorder()
+    messages = await run_agent_loop(prompts, context, config, recorder, stream_fn=faux)
+    recorder.check(messages, model_contexts=faux.calls)
+
+What is checked
+---------------
+Every rule has a stable id (the keys of :data:`RULES`). The first violation raises
+:class:`GrammarViolation` (an ``AssertionError``) carrying ``rule``, ``index`` (the position of
+the offending event, or of the offending message in a model context) and a message that shows the
+events around it.
+
+* ``R1.*`` to ``R5.*`` are the five rules of SPEC §3.3, split into one id per way of breaking
+  them (``R1.first`` "agent_start is the first event", ``R2.nested_turn`` "turns never nest", ...).
+* ``T.*`` are transcript invariants stated elsewhere in the SPEC: ``turn_end.tool_results`` is
+  the turn's results in source order (§3.2), a result message carries the result of its
+  ``tool_execution_end``, tool calls start and are answered in source order, an assistant message
+  ends with a final stop reason, and ``agent_end.reason`` agrees with the last assistant message.
+* ``C.*`` check a context handed to the model (an :class:`~agentcore_fsm.LlmContext` or its
+  message list): every tool call of an answerable assistant message (stop reason "toolUse",
+  "stop" or "length") is answered by exactly one tool result, right after it and before any other
+  message; no tool result answers anything else. Calls of an "error"/"aborted" message are never
+  answered (SPEC §3.1.6).
+
+Decisions where the SPEC is silent (documented here for users):
+
+* Between a ``message_start`` and its ``message_end`` only ``message_update`` may occur (the
+  SPEC shows message pairs as adjacent except for streaming updates): anything else breaks R3.
+* A turn's messages before its assistant message are injected messages (prompts, steering,
+  follow-ups: any role). After the assistant message has ended the turn holds only tool events
+  and the result messages of that message's calls (``R4.orphan_result`` otherwise).
+* A ``message_end`` matches its ``message_start`` by role; for non-assistant messages it must be
+  the same message (an assistant message may be a partial at its start and the final at its end).
+* Messages are compared with ``==`` (pydantic compares fields; custom objects their own ``__eq__``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .abort import AbortSignal
+from .config import AgentContext, AgentLoopConfig, LlmContext, StreamFn
+from .driver import run_agent_loop, run_agent_loop_continue
+from .events import AGENT_EVENT_ADAPTER
+from .machine import TransitionRecord
+from .messages import AgentMessage, AssistantMessage, ToolCall
+from .providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
+
+__all__ = [
+    "RULES",
+    "CheckedRun",
+    "EventRecorder",
+    "FauxError",
+    "FauxProvider",
+    "GrammarChecker",
+    "GrammarViolation",
+    "RunSummary",
+    "check_events",
+    "check_model_context",
+    "check_model_contexts",
+    "check_run",
+    "describe_event",
+    "faux_response",
+    "faux_tool_call",
+    "run_checked",
+]
+
+RULES: dict[str, str] = {
+    # SPEC §3.3 rule 1
+    "R1.first": "agent_start is the first event",
+    "R1.start_once": "agent_start occurs exactly once",
+    "R1.turn_start_second": "turn_start is the second event",
+    "R1.last": "agent_end is the last event and occurs exactly once",
+    # rule 2
+    "R2.nested_turn": "turns never nest: no turn_start while a turn is open",
+    "R2.turn_end_unopened": "every turn_end closes an open turn",
+    "R2.unclosed_turn": "every turn_start has its turn_end (equal counts)",
+    "R2.outside_turn": "message and tool events happen only inside a turn",
+    "R2.one_assistant": "every turn has exactly one assistant message",
+    "R2.turn_end_message": "turn_end.message is the turn's assistant message",
+    # rule 3
+    "R3.nested_message": "no message_start while another message is open",
+    "R3.end_unopened": "every message_end closes the open message_start (same role/message)",
+    "R3.interleaved": "only message_update may come between a message_start and its message_end",
+    "R3.update_outside": "message_update only between an assistant message's start and end",
+    "R3.unclosed_message": "every message_start is followed by its message_end",
+    # rule 4
+    "R4.unknown_call": "tool_execution_start names a call of the turn's ended assistant message",
+    "R4.call_mismatch": "tool events carry the call's tool name (and start its raw arguments)",
+    "R4.start_twice": "a tool call gets one tool_execution_start",
+    "R4.end_without_start": "tool_execution_end comes after the call's tool_execution_start",
+    "R4.end_twice": "a tool call gets exactly one tool_execution_end",
+    "R4.update_outside": "tool_execution_update only between the call's start and end",
+    "R4.result_before_end": "a call's result message comes after its tool_execution_end",
+    "R4.result_twice": "a call gets exactly one result message pair",
+    "R4.orphan_result": "after the assistant message, a turn holds only results of its calls",
+    "R4.unfinished": "a started tool call ends and gets its result message inside its turn",
+    # rule 5
+    "R5.agent_end_messages": "agent_end.messages equals every message created by the run, in order",
+    "R5.returned": "the messages returned by the run equal agent_end.messages",
+    "R5.unanswered": "every call of a toolUse/stop/length message is answered in its turn",
+    "R5.answered_failed": "calls of an error/aborted assistant message are never run or answered",
+    # transcript invariants stated elsewhere in the SPEC
+    "T.source_order": "tool calls start, and their result messages follow, in source order",
+    "T.result_mismatch": "a result message carries its tool_execution_end's result and is_error",
+    "T.turn_end_results": "turn_end.tool_results is the turn's result messages in source order",
+    "T.final_stop_reason": "an assistant message ends with a final stop reason (not 'pending')",
+    "T.end_reason": "agent_end.reason agrees with the last turn's assistant message",
+    # model contexts
+    "C.unanswered_call": "a model context answers every call of an answerable assistant message",
+    "C.orphan_result": "a tool result in a model context directly follows the call it answers",
+    "C.duplicate_result": "a tool call is answered once in a model context",
+}
+
+ANSWERABLE = frozenset({"toolUse", "stop", "length"})
+_WINDOW = 4
+
+
+class GrammarViolation(AssertionError):
+    """A rule of :data:`RULES` was broken.
+
+    ``rule`` is the rule's id, ``index`` the position of the offending event (or message, for
+    ``C.*`` rules), ``detail`` what was wrong, and ``context`` the summary lines of the events (or
+    messages) around it, the offending one marked with ``>>``.
+    """
+
+    def __init__(self, rule: str, index: int, detail: str, context: Sequence[str] = ()) -> None:
+        self.rule = rule
+        self.index = index
+        self.detail = detail
+        self.context = list(context)
+        text = f"{rule} ({RULES.get(rule, '?')}) broken at #{index}: {detail}"
+        if self.context:
+            text += "\n" + "\n".join(self.context)
+        super().__init__(text)
+
+
+# --- describing events --------------------------------------------------------------------
+
+
+def _role(message: Any) -> Any:
+    if isinstance(message, dict):
+        return message.get("role")
+    return getattr(message, "role", None)
+
+
+def _message_label(message: Any) -> str:
+    role = _role(message)
+    if role == "toolResult":
+        return f"toolResult {getattr(message, 'tool_call_id', '?')}"
+    if role == "assistant" and isinstance(message, AssistantMessage):
+        calls = ",".join(c.id for c in message.tool_calls())
+        extra = f" calls={calls}" if calls else ""
+        return f"assistant {message.stop_reason}{extra}"
+    return str(role)
+
+
+def describe_event(event: Any) -> str:
+    """A one-line summary of an agent event (used in violation messages)."""
+    kind = getattr(event, "type", None)
+    if kind in ("message_start", "message_end"):
+        return f"{kind}({_message_label(event.message)})"
+    if kind == "message_update":
+        return f"message_update({event.assistant_message_event.type})"
+    if kind in ("tool_execution_start", "tool_execution_update"):
+        return f"{kind}({event.tool_call_id} {event.tool_name})"
+    if kind == "tool_execution_end":
+        return f"{kind}({event.tool_call_id} {event.tool_name} is_error={event.is_error})"
+    if kind == "turn_end":
+        ids = ",".join(getattr(r, "tool_call_id", "?") for r in event.tool_results)
+        return f"turn_end({_message_label(event.message)}; results=[{ids}])"
+    if kind == "agent_end":
+        return f"agent_end(reason={event.reason}, {len(event.messages)} messages)"
+    return str(kind)
+
+
+def _window(items: Sequence[Any], index: int, describe: Callable[[Any], str]) -> list[str]:
+    lo, hi = max(0, index - _WINDOW), min(len(items), index + _WINDOW + 1)
+    lines = []
+    for i in range(lo, hi):
+        mark = ">>" if i == index else "  "
+        lines.append(f"{mark} #{i} {describe(items[i])}")
+    if index >= len(items):
+        lines.append(f">> #{index} (end of events)")
+    return lines
+
+
+def _as_event(event: Any) -> Any:
+    if isinstance(event, dict):
+        return AGENT_EVENT_ADAPTER.validate_python(event)
+    return event
+
+
+# --- the incremental checker --------------------------------------------------------------
+
+
+@dataclass
+class _CallState:
+    index: int
+    call: ToolCall
+    started: bool = False
+    ended: bool = False
+    end_result: Any = None
+    end_is_error: bool = False
+    result: Any = None
+
+
+@dataclass
+class _Turn:
+    start: int
+    assistant_count: int = 0
+    assistant: Any = None
+    assistant_ended: bool = False
+    calls: dict[str, _CallState] = field(default_factory=dict)
+    last_started: int = -1
+    last_result: int = -1
+    results: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class RunSummary:
+    """What a checked run looked like."""
+
+    events: int
+    turns: int
+    created: list[AgentMessage]
+    reason: str | None
+    last_message: Any
+
+
+class GrammarChecker:
+    """Checks events one at a time (``feed``), then the end of the run (``close``).
+
+    ``feed`` raises :class:`GrammarViolation` at the first broken rule, so the grammar of a run
+    can be checked as it goes (``close`` checks what only the end can tell). Once a violation has
+    been raised the checker is spent.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.turns = 0
+        self.created: list[AgentMessage] = []
+        self.reason: str | None = None
+        self._started = False
+        self._ended = False
+        self._end_messages: list[AgentMessage] | None = None
+        self._turn: _Turn | None = None
+        self._open: tuple[int, Any] | None = None  # (index, message) of the open message
+        self._last_turn_message: Any = None
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _fail(self, rule: str, detail: str, index: int | None = None) -> GrammarViolation:
+        at = len(self.events) - 1 if index is None else index
+        return GrammarViolation(rule, at, detail, _window(self.events, at, describe_event))
+
+    @property
+    def finished(self) -> bool:
+        """Whether ``agent_end`` has been seen."""
+        return self._ended
+
+    # --- feeding ----------------------------------------------------------------------------
+
+    def feed(self, event: Any) -> None:
+        """Check one more event."""
+        event = _as_event(event)
+        self.events.append(event)
+        i = len(self.events) - 1
+        kind = getattr(event, "type", None)
+        if self._ended:
+            raise self._fail("R1.last", f"{kind} came after agent_end")
+        if i == 0 and kind != "agent_start":
+            raise self._fail("R1.first", f"the first event is {kind}, not agent_start")
+        if kind == "agent_start":
+            if i != 0:
+                raise self._fail("R1.start_once", "a second agent_start")
+            self._started = True
+            return
+        if i == 1 and kind != "turn_start":
+            raise self._fail("R1.turn_start_second", f"the second event is {kind}")
+        if self._open is not None and kind not in ("message_update", "message_end"):
+            opened = f"{describe_event(self.events[self._open[0]])} (#{self._open[0]})"
+            if kind == "message_start":
+                raise self._fail("R3.nested_message", f"message_start while {opened} is open")
+            if kind in ("turn_end", "agent_end"):
+                raise self._fail("R3.unclosed_message", f"{kind} while {opened} is open")
+            raise self._fail("R3.interleaved", f"{kind} while {opened} is open")
+        handler = _HANDLERS.get(str(kind))
+        if handler is None:
+            raise self._fail("R2.outside_turn", f"unknown event type {kind!r}")
+        handler(self, event)
+
+    def feed_all(self, events: Iterable[Any]) -> None:
+        for event in events:
+            self.feed(event)
+
+    def close(self, messages: Sequence[AgentMessage] | None = None) -> RunSummary:
+        """Check the end of the run; ``messages`` (the run's return value) must equal
+        ``agent_end.messages`` when given."""
+        end = len(self.events)
+        if not self.events:
+            raise GrammarViolation("R1.first", 0, "no events at all")
+        if not self._ended:
+            if self._open is not None:
+                raise self._fail(
+                    "R3.unclosed_message", "the events end with a message open", self._open[0]
+                )
+            if self._turn is not None:
+                raise self._fail(
+                    "R2.unclosed_turn", "the events end inside a turn", self._turn.start
+                )
+            raise GrammarViolation(
+                "R1.last", end, "there is no agent_end", _window(self.events, end, describe_event)
+            )
+        if messages is not None:
+            assert self._end_messages is not None
+            returned = list(messages)
+            if returned != self._end_messages:
+                detail = _list_difference(returned, self._end_messages, "returned", "agent_end")
+                raise self._fail("R5.returned", detail, end - 1)
+        return RunSummary(
+            events=end,
+            turns=self.turns,
+            created=list(self.created),
+            reason=self.reason,
+            last_message=self._last_turn_message,
+        )
+
+    # --- per event type ---------------------------------------------------------------------
+
+    def _on_agent_end(self, event: Any) -> None:
+        if self._turn is not None:
+            raise self._fail(
+                "R2.unclosed_turn", f"agent_end while the turn from #{self._turn.start} is open"
+            )
+        self._ended = True
+        self.reason = event.reason
+        got = list(event.messages)
+        if got != self.created:
+            detail = _list_difference(got, self.created, "agent_end", "created")
+            raise self._fail("R5.agent_end_messages", detail)
+        self._end_messages = got
+        last = self._last_turn_message
+        stop = getattr(last, "stop_reason", None)
+        reason = event.reason
+        if stop == "error" and reason != "error":
+            raise self._fail(
+                "T.end_reason", f"the last message stopped with error; reason={reason}"
+            )
+        if stop == "aborted" and reason != "aborted":
+            raise self._fail(
+                "T.end_reason", f"the last message stopped with aborted; reason={reason}"
+            )
+        if reason == "error" and stop != "error":
+            raise self._fail("T.end_reason", f"reason=error but the last message stopped {stop}")
+        if reason not in ("completed", "stopped", "aborted", "error"):
+            raise self._fail("T.end_reason", f"unknown reason {reason!r}")
+
+    def _on_turn_start(self, event: Any) -> None:
+        if self._turn is not None:
+            raise self._fail(
+                "R2.nested_turn", f"turn_start while the turn from #{self._turn.start} is open"
+            )
+        self._turn = _Turn(start=len(self.events) - 1)
+        self.turns += 1
+
+    def _on_turn_end(self, event: Any) -> None:
+        turn = self._turn
+        if turn is None:
+            raise self._fail("R2.turn_end_unopened", "turn_end without an open turn")
+        if turn.assistant_count != 1 or not turn.assistant_ended:
+            raise self._fail(
+                "R2.one_assistant", f"the turn from #{turn.start} has no ended assistant message"
+            )
+        if event.message != turn.assistant:
+            raise self._fail(
+                "R2.turn_end_message",
+                f"turn_end.message is {_message_label(event.message)}, "
+                f"the turn's assistant message is {_message_label(turn.assistant)}",
+            )
+        for state in turn.calls.values():
+            if state.started and (not state.ended or state.result is None):
+                missing = "tool_execution_end" if not state.ended else "result message"
+                raise self._fail("R4.unfinished", f"call {state.call.id} has no {missing}")
+        if turn.assistant.stop_reason in ANSWERABLE:
+            for state in turn.calls.values():
+                if state.result is None:
+                    raise self._fail(
+                        "R5.unanswered",
+                        f"call {state.call.id} ({state.call.name}) of a "
+                        f"{turn.assistant.stop_reason} message has no result in its turn",
+                    )
+        results = list(event.tool_results)
+        if results != turn.results:
+            detail = _list_difference(results, turn.results, "turn_end.tool_results", "results")
+            raise self._fail("T.turn_end_results", detail)
+        self._last_turn_message = turn.assistant
+        self._turn = None
+
+    def _need_turn(self, kind: str) -> _Turn:
+        if self._turn is None:
+            raise self._fail("R2.outside_turn", f"{kind} outside a turn")
+        return self._turn
+
+    def _on_message_start(self, event: Any) -> None:
+        turn = self._need_turn("message_start")
+        message = event.message
+        role = _role(message)
+        if role == "assistant":
+            turn.assistant_count += 1
+            if turn.assistant_count > 1:
+                raise self._fail("R2.one_assistant", "a second assistant message in the turn")
+        elif turn.assistant_ended:
+            self._check_result_start(turn, message)
+        self._open = (len(self.events) - 1, message)
+
+    def _check_result_start(self, turn: _Turn, message: Any) -> None:
+        call_id = getattr(message, "tool_call_id", None)
+        if _role(message) != "toolResult" or call_id not in turn.calls:
+            raise self._fail(
+                "R4.orphan_result",
+                f"{_message_label(message)} after the assistant message answers none of its calls",
+            )
+        state = turn.calls[call_id]
+        if not state.ended:
+            raise self._fail("R4.result_before_end", f"result of {call_id} before its end event")
+        if state.result is not None:
+            raise self._fail("R4.result_twice", f"a second result for {call_id}")
+        if state.index < turn.last_result:
+            raise self._fail("T.source_order", f"result of {call_id} after a later call's result")
+        if getattr(message, "tool_name", None) != state.call.name:
+            raise self._fail(
+                "R4.call_mismatch", f"result names {message.tool_name}, call is {state.call.name}"
+            )
+        if (
+            list(getattr(message, "content", [])) != list(state.end_result.content)
+            or bool(getattr(message, "is_error", False)) != state.end_is_error
+        ):
+            raise self._fail(
+                "T.result_mismatch", f"result of {call_id} differs from its tool_execution_end"
+            )
+
+    def _on_message_update(self, event: Any) -> None:
+        self._need_turn("message_update")
+        if self._open is None or _role(self._open[1]) != "assistant":
+            raise self._fail("R3.update_outside", "message_update outside an assistant message")
+
+    def _on_message_end(self, event: Any) -> None:
+        turn = self._need_turn("message_end")
+        if self._open is None:
+            raise self._fail("R3.end_unopened", "message_end without a message_start")
+        started = self._open[1]
+        message = event.message
+        role = _role(message)
+        if role != _role(started) or (role != "assistant" and message != started):
+            raise self._fail(
+                "R3.end_unopened",
+                f"message_end({_message_label(message)}) does not close "
+                f"message_start({_message_label(started)}) at #{self._open[0]}",
+            )
+        self._open = None
+        self.created.append(message)
+        if role == "assistant":
+            if getattr(message, "stop_reason", None) == "pending":
+                raise self._fail("T.final_stop_reason", "the assistant message ended 'pending'")
+            turn.assistant = message
+            turn.assistant_ended = True
+            calls = message.tool_calls() if isinstance(message, AssistantMessage) else []
+            turn.calls = {c.id: _CallState(i, c) for i, c in enumerate(calls)}
+        elif turn.assistant_ended:
+            state = turn.calls[message.tool_call_id]
+            state.result = message
+            turn.last_result = state.index
+            turn.results.append(message)
+
+    def _call_for(self, event: Any, kind: str) -> tuple[_Turn, _CallState | None]:
+        turn = self._need_turn(kind)
+        state = turn.calls.get(event.tool_call_id) if turn.assistant_ended else None
+        if state is not None and event.tool_name != state.call.name:
+            raise self._fail(
+                "R4.call_mismatch", f"{kind} names {event.tool_name}, call is {state.call.name}"
+            )
+        return turn, state
+
+    def _on_tool_start(self, event: Any) -> None:
+        turn, state = self._call_for(event, "tool_execution_start")
+        if state is None:
+            where = "no ended assistant message" if not turn.assistant_ended else "no such call"
+            raise self._fail("R4.unknown_call", f"{event.tool_call_id}: {where} in this turn")
+        if turn.assistant.stop_reason not in ANSWERABLE:
+            raise self._fail(
+                "R5.answered_failed",
+                f"{event.tool_call_id} of a {turn.assistant.stop_reason} message was started",
+            )
+        if state.started:
+            raise self._fail("R4.start_twice", f"a second start for {event.tool_call_id}")
+        if event.args != state.call.arguments:
+            raise self._fail(
+                "R4.call_mismatch", f"start args {event.args!r} != {state.call.arguments!r}"
+            )
+        if state.index < turn.last_started:
+            raise self._fail("T.source_order", f"{event.tool_call_id} started after a later call")
+        state.started = True
+        turn.last_started = state.index
+
+    def _on_tool_update(self, event: Any) -> None:
+        _, state = self._call_for(event, "tool_execution_update")
+        if state is None or not state.started or state.ended:
+            raise self._fail(
+                "R4.update_outside", f"update of {event.tool_call_id} outside its start..end"
+            )
+
+    def _on_tool_end(self, event: Any) -> None:
+        _, state = self._call_for(event, "tool_execution_end")
+        if state is None or not state.started:
+            raise self._fail("R4.end_without_start", f"end of {event.tool_call_id} before a start")
+        if state.ended:
+            raise self._fail("R4.end_twice", f"a second end for {event.tool_call_id}")
+        state.ended = True
+        state.end_result = event.result
+        state.end_is_error = bool(event.is_error)
+
+
+_HANDLERS: dict[str, Callable[[GrammarChecker, Any], None]] = {
+    "agent_end": GrammarChecker._on_agent_end,
+    "turn_start": GrammarChecker._on_turn_start,
+    "turn_end": GrammarChecker._on_turn_end,
+    "message_start": GrammarChecker._on_message_start,
+    "message_update": GrammarChecker._on_message_update,
+    "message_end": GrammarChecker._on_message_end,
+    "tool_execution_start": GrammarChecker._on_tool_start,
+    "tool_execution_update": GrammarChecker._on_tool_update,
+    "tool_execution_end": GrammarChecker._on_tool_end,
+}
+
+
+def _list_difference(got: list[Any], want: list[Any], got_name: str, want_name: str) -> str:
+    for i, (a, b) in enumerate(zip(got, want, strict=False)):
+        if a != b:
+            return (
+                f"{got_name}[{i}] is {_message_label(a)}, {want_name}[{i}] is {_message_label(b)}"
+            )
+    return f"{got_name} has {len(got)} messages, {want_name} has {len(want)}"
+
+
+# --- model contexts -----------------------------------------------------------------------
+
+
+def check_model_context(context: LlmContext | Sequence[Any], *, call: int | None = None) -> None:
+    """Check one context handed to the model (the ``C.*`` rules). ``call`` numbers it in the
+    message of a violation."""
+    messages = list(context.messages if isinstance(context, LlmContext) else context)
+    where = f"model call {call}: " if call is not None else ""
+
+    def fail(rule: str, index: int, detail: str) -> GrammarViolation:
+        return GrammarViolation(rule, index, where + detail, _window(messages, index, _msg_line))
+
+    pending: dict[str, ToolCall] = {}  # calls still to answer, in source order
+    answered: set[str] = set()
+    owner = -1
+    for i, message in enumerate(messages):
+        role = _role(message)
+        if role == "toolResult":
+            call_id = getattr(message, "tool_call_id", None)
+            if call_id in answered:
+                raise fail("C.duplicate_result", i, f"a second result for {call_id}")
+            if call_id not in pending:
+                raise fail("C.orphan_result", i, f"{call_id} is not a pending call of #{owner}")
+            del pending[call_id]
+            answered.add(call_id)
+            continue
+        if pending:
+            first = next(iter(pending))
+            raise fail("C.unanswered_call", i, f"call {first} of #{owner} is not answered")
+        answered = set()
+        if role == "assistant" and isinstance(message, AssistantMessage):
+            owner = i
+            if message.stop_reason in ANSWERABLE:
+                pending = {c.id: c for c in message.tool_calls()}
+        else:
+            owner = -1
+    if pending:
+        first = next(iter(pending))
+        raise fail("C.unanswered_call", len(messages), f"call {first} of #{owner} is not answered")
+
+
+def _msg_line(message: Any) -> str:
+    return _message_label(message)
+
+
+def check_model_contexts(contexts: Iterable[LlmContext | Sequence[Any]]) -> None:
+    """Check every context of ``contexts`` (for instance ``FauxProvider.calls``)."""
+    for n, context in enumerate(contexts):
+        check_model_context(context, call=n)
+
+
+# --- whole runs ---------------------------------------------------------------------------
+
+
+def _check_all(events: list[Any], messages: Sequence[AgentMessage] | None) -> RunSummary:
+    checker = GrammarChecker()
+    try:
+        checker.feed_all(events)
+        return checker.close(messages)
+    except GrammarViolation as exc:
+        if len(events) <= len(checker.events):
+            raise
+        # show the events after the offending one too, not only those fed so far
+        window = _window([_as_event(e) for e in events], exc.index, describe_event)
+        raise GrammarViolation(exc.rule, exc.index, exc.detail, window) from None
+
+
+def check_events(events: Iterable[Any]) -> RunSummary:
+    """Check a complete run's events (every ``R*``/``T*`` rule)."""
+    return _check_all(list(events), None)
+
+
+def check_run(
+    events: Iterable[Any],
+    messages: Sequence[AgentMessage] | None = None,
+    *,
+    model_contexts: Iterable[LlmContext | Sequence[Any]] | None = None,
+) -> RunSummary:
+    """Check a run: its events, the messages it returned (equal to ``agent_end.messages``) and,
+    when given, the contexts handed to the model."""
+    summary = _check_all(list(events), messages)
+    if model_contexts is not None:
+        check_model_contexts(model_contexts)
+    return summary
+
+
+class EventRecorder:
+    """Records a run's events: pass it as ``emit`` to ``run_agent_loop``, or subscribe it to an
+    ``Agent`` (it accepts the listener's ``signal`` argument too); its :meth:`on_transition`
+    records the machine's transitions. It never raises into the run: check afterwards with
+    :meth:`check`, and :meth:`clear` it between runs."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.transitions: list[TransitionRecord] = []
+
+    def __call__(self, event: Any, signal: AbortSignal | None = None) -> None:
+        self.events.append(event)
+
+    def clear(self) -> None:
+        self.events.clear()
+        self.transitions.clear()
+
+    def on_transition(self, record: TransitionRecord) -> None:
+        self.transitions.append(record)
+
+    def types(self) -> list[str]:
+        """The recorded events' types, in order."""
+        return [e.type for e in self.events]
+
+    def check(
+        self,
+        messages: Sequence[AgentMessage] | None = None,
+        *,
+        model_contexts: Iterable[LlmContext | Sequence[Any]] | None = None,
+    ) -> RunSummary:
+        return check_run(self.events, messages, model_contexts=model_contexts)
+
+
+@dataclass
+class CheckedRun:
+    """A run that passed :func:`check_run`."""
+
+    messages: list[AgentMessage]
+    events: list[Any]
+    transitions: list[TransitionRecord]
+    summary: RunSummary
+
+
+async def run_checked(
+    prompts: Iterable[AgentMessage] | None,
+    context: AgentContext,
+    config: AgentLoopConfig,
+    *,
+    stream_fn: StreamFn | None = None,
+    signal: AbortSignal | None = None,
+    emit: Callable[[Any], Any] | None = None,
+) -> CheckedRun:
+    """Run the loop (``prompts=None`` continues from ``context``), record everything and check
+    the run. ``emit``, when given, also receives every event (after it was recorded). When
+    ``stream_fn`` has a ``calls`` list (a :class:`FauxProvider`), the contexts the model was
+    given during this run are checked too."""
+    recorder = EventRecorder()
+
+    async def forward(event: Any) -> None:
+        recorder(event)
+        if emit is not None:
+            result = emit(event)
+            if inspect.isawaitable(result):
+                await result
+
+    calls = getattr(stream_fn, "calls", None)
+    first_call = len(calls) if isinstance(calls, list) else 0
+    if prompts is None:
+        messages = await run_agent_loop_continue(
+            context,
+            config,
+            forward,
+            signal=signal,
+            stream_fn=stream_fn,
+            on_transition=recorder.on_transition,
+        )
+    else:
+        messages = await run_agent_loop(
+            prompts,
+            context,
+            config,
+            forward,
+            signal=signal,
+            stream_fn=stream_fn,
+            on_transition=recorder.on_transition,
+        )
+    contexts = calls[first_call:] if isinstance(calls, list) else None
+    summary = recorder.check(messages, model_contexts=contexts)
+    return CheckedRun(messages, recorder.events, recorder.transitions, summary)

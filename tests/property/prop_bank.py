@@ -1,0 +1,171 @@
+"""A fixed bank of hand-written scenarios that, between them, take every declared transition
+from every one of its source states. The coverage test runs them through the async driver; the
+mutation tests run them (on mutant declarations) through the synchronous driver."""
+
+from __future__ import annotations
+
+from prop_scenarios import (
+    MISSING_TOOL,
+    SYNC_TOOL,
+    CallPlan,
+    Fault,
+    ResponsePlan,
+    Scenario,
+    ToolPlan,
+)
+
+DONE = ResponsePlan(text="done")
+CALL = CallPlan()
+
+
+def tools(*calls: CallPlan, **kwargs: object) -> ResponsePlan:
+    return ResponsePlan(text="tools", calls=calls, **kwargs)  # type: ignore[arg-type]
+
+
+BANK: dict[str, Scenario] = {
+    "plain": Scenario(responses=(DONE,)),
+    "tools": Scenario(
+        responses=(
+            tools(
+                CALL,
+                CallPlan(tool=MISSING_TOOL),
+                CallPlan(valid=False),
+                CallPlan(tool=SYNC_TOOL, plan=ToolPlan(updates=2)),
+            ),
+            DONE,
+        )
+    ),
+    "only_immediate_errors": Scenario(responses=(tools(CallPlan(tool=MISSING_TOOL)), DONE)),
+    "sequential_with_hooks": Scenario(
+        mode="sequential",
+        responses=(tools(CALL, CallPlan(plan=ToolPlan(updates=1)), CallPlan(valid=False)), DONE),
+        with_before=True,
+        with_after=True,
+    ),
+    "parallel_hooks_and_order": Scenario(
+        responses=(
+            tools(
+                CallPlan(before="block"),
+                CallPlan(after="override"),
+                CallPlan(plan=ToolPlan(outcome="raise")),
+                CallPlan(after="raise"),
+                order=(3, 2, 1, 0),
+            ),
+            DONE,
+        ),
+        with_before=True,
+        with_after=True,
+    ),
+    "before_hook_mutates_args": Scenario(
+        responses=(tools(CallPlan(before="mutate")), DONE), with_before=True
+    ),
+    "truncated": Scenario(
+        responses=(tools(CALL, CallPlan(tool=MISSING_TOOL), stop="length"), DONE)
+    ),
+    "model_error": Scenario(responses=(tools(CALL, stop="error"),)),
+    "model_aborted": Scenario(responses=(tools(CALL, stop="aborted"),)),
+    "script_exhausted": Scenario(responses=(tools(CALL),)),
+    "steering_and_follow_up": Scenario(
+        responses=(DONE, DONE, DONE),
+        steering=((), ("user",)),
+        follow_up=(("user", "note"),),
+    ),
+    "first_turn_steering": Scenario(responses=(DONE,), steering=(("user", "note"),)),
+    "turn_hooks": Scenario(
+        responses=(tools(CALL), DONE, DONE),
+        prepare=("high", "model"),
+        should_stop=(False, True),
+    ),
+    "terminate": Scenario(
+        responses=(tools(CallPlan(plan=ToolPlan(terminate=True))), DONE),
+    ),
+    "terminate_then_follow_up": Scenario(
+        responses=(tools(CallPlan(plan=ToolPlan(terminate=True))), DONE),
+        follow_up=(("user",),),
+    ),
+    "odd_streams": Scenario(
+        responses=(
+            tools(CALL, style="faux_nostart"),
+            tools(CALL, style="deltas_before_start", cut=2),
+            ResponsePlan(text="bye", style="double_start"),
+        )
+    ),
+    "continue_after_tool_result": Scenario(entry="continue", history="tool", responses=(DONE,)),
+    # --- aborts ------------------------------------------------------------------------
+    "abort_while_streaming": Scenario(responses=(ResponsePlan(style="abort_mid", cut=1),)),
+    "abort_inside_the_stream_function": Scenario(
+        responses=(ResponsePlan(style="abort_mid_sync", cut=1),)
+    ),
+    "abort_in_transform_context": Scenario(
+        responses=(DONE,), faults=(Fault("transform", 0, "abort"),)
+    ),
+    "abort_in_get_api_key": Scenario(responses=(DONE,), faults=(Fault("api_key", 0, "abort"),)),
+    "abort_when_the_stream_function_is_called": Scenario(
+        responses=(DONE,), faults=(Fault("stream_fn", 0, "abort"),)
+    ),
+    "abort_at_a_delta": Scenario(
+        responses=(DONE,), faults=(Fault("emit:message_update", 1, "abort"),)
+    ),
+    "abort_before_the_run": Scenario(responses=(DONE,), abort_before=True),
+    "abort_in_first_poll": Scenario(
+        responses=(DONE,), steering=((),), faults=(Fault("steering", 0, "abort"),)
+    ),
+    "abort_in_first_async_poll": Scenario(
+        responses=(DONE,),
+        steering=((),),
+        async_hooks=True,
+        faults=(Fault("steering", 0, "abort"),),
+    ),
+    "abort_in_later_poll": Scenario(
+        responses=(DONE,), steering=((), ()), faults=(Fault("steering", 1, "abort"),)
+    ),
+    "abort_in_follow_up_poll": Scenario(
+        responses=(DONE,), follow_up=((),), faults=(Fault("follow_up", 0, "abort"),)
+    ),
+    "abort_after_turn": Scenario(
+        responses=(DONE,), prepare=("none",), faults=(Fault("prepare", 0, "abort"),)
+    ),
+    "abort_in_should_stop_hook": Scenario(
+        responses=(DONE,), should_stop=(False,), faults=(Fault("should_stop", 0, "abort"),)
+    ),
+    "abort_in_should_stop_hook_that_stops": Scenario(
+        responses=(DONE,), should_stop=(True,), faults=(Fault("should_stop", 0, "abort"),)
+    ),
+    "abort_at_turn_end": Scenario(
+        responses=(tools(CALL), DONE), faults=(Fault("emit:turn_end", 0, "abort"),)
+    ),
+    "abort_in_before_hook": Scenario(
+        responses=(tools(CallPlan(before="abort"), CALL), DONE), with_before=True
+    ),
+    "abort_in_a_tool": Scenario(
+        responses=(tools(CallPlan(plan=ToolPlan(outcome="abort")), CALL), DONE)
+    ),
+    # --- failures ----------------------------------------------------------------------
+    "fail_while_streaming": Scenario(responses=(ResponsePlan(style="raise_mid", cut=2),)),
+    "fail_stream_without_end": Scenario(responses=(ResponsePlan(style="exhausted", cut=1),)),
+    "fail_unknown_stream_event": Scenario(responses=(ResponsePlan(style="unknown_event", cut=1),)),
+    "fail_stream_at_once": Scenario(responses=(ResponsePlan(style="raise_before"),)),
+    "fail_transform": Scenario(responses=(DONE,), faults=(Fault("transform", 0),)),
+    "fail_first_poll": Scenario(responses=(DONE,), steering=((),), faults=(Fault("steering", 0),)),
+    "fail_later_poll": Scenario(
+        responses=(DONE,), steering=((), ()), faults=(Fault("steering", 1),)
+    ),
+    "fail_follow_up_poll": Scenario(
+        responses=(DONE,), follow_up=((),), faults=(Fault("follow_up", 0),)
+    ),
+    "fail_after_turn": Scenario(
+        responses=(DONE,), should_stop=(False,), faults=(Fault("should_stop", 0),)
+    ),
+    "fail_at_turn_end": Scenario(
+        responses=(tools(CALL), DONE), faults=(Fault("emit:turn_end", 0),)
+    ),
+    "fail_while_preparing_tools": Scenario(
+        responses=(tools(CALL, CALL), DONE),
+        with_before=True,
+        faults=(Fault("emit:tool_execution_start", 0),),
+    ),
+    "fail_while_executing": Scenario(
+        responses=(tools(CallPlan(plan=ToolPlan(updates=1)), CALL), DONE),
+        faults=(Fault("emit:tool_execution_update", 0),),
+    ),
+}
