@@ -318,12 +318,16 @@ async def test_abort_while_parallel_tools_run_keeps_finished_results() -> None:
     log = Log()
     tool_log: list[str] = []
     controller = AbortController()
+    stuck_started = anyio.Event()
 
-    def on_event(event: Any) -> None:
+    async def on_event(event: Any) -> None:
         if event.type == "tool_execution_end" and event.tool_call_id == "c1":
+            # abort once c2 really runs (the scheduler may start it before or after c1 ends;
+            # a call that has not started when the signal fires never starts)
+            await stuck_started.wait()
             controller.abort()
 
-    tools = [make_tool("quick"), make_tool("stuck", blocked_tool(tool_log))]
+    tools = [make_tool("quick"), make_tool("stuck", blocked_tool(tool_log, stuck_started))]
     faux = FauxProvider(
         [
             faux_response(
