@@ -112,6 +112,10 @@ class AfterToolCallContext(BaseModel):
 # --- pure helpers used by the machine -------------------------------------------------------
 
 
+RAW_ARGUMENTS_KEY = "_raw_arguments"
+ARGUMENTS_ERROR_KEY = "_arguments_error"
+
+
 class ToolCallRejected(Exception):
     """A tool call failed one of the checks that run before execution (the text is the result)."""
 
@@ -138,8 +142,16 @@ def _format_validation(tool_name: str, problems: list[tuple[str, str]], raw: Any
 
 
 def validate_arguments(tool: AgentTool, raw: Any) -> Any:
-    """Validate ``raw`` against the tool's parameters; raise :class:`ToolCallRejected` if wrong."""
+    """Validate ``raw`` against the tool's parameters; raise :class:`ToolCallRejected` if wrong.
+
+    Arguments a provider could not parse arrive as ``{"_raw_arguments": text,
+    "_arguments_error": why}`` (see ``providers/_common.py``); they always fail, with ``why``
+    as the first problem, whatever the tool's parameters would accept.
+    """
     params = tool.parameters
+    if isinstance(raw, dict) and RAW_ARGUMENTS_KEY in raw and ARGUMENTS_ERROR_KEY in raw:
+        why = str(raw[ARGUMENTS_ERROR_KEY])
+        raise ToolCallRejected(_format_validation(tool.name, [("root", why)], raw))
     if isinstance(params, type) and issubclass(params, BaseModel):
         try:
             return params.model_validate(raw)

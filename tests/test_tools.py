@@ -171,3 +171,21 @@ def test_hook_result_defaults() -> None:
         None,
         None,
     )
+
+
+def test_arguments_a_provider_could_not_parse_always_fail_validation() -> None:
+    """A provider hands unparsable tool-call JSON over as ``_raw_arguments`` plus
+    ``_arguments_error``: validation names the parse error even for a tool whose schema would
+    accept any object."""
+    from agentcore_fsm.tools import ToolCallRejected, validate_arguments
+
+    tool = AgentTool(
+        name="anything", description="", parameters={"type": "object"}, execute=lambda *a: None
+    )
+    raw = {"_raw_arguments": '{"a": 1', "_arguments_error": "invalid JSON: Expecting ','"}
+    with pytest.raises(ToolCallRejected) as info:
+        validate_arguments(tool, raw)
+    text = str(info.value)
+    assert text.startswith('Validation failed for tool "anything":\n  - root: invalid JSON: ')
+    assert '"_raw_arguments": "{\\"a\\": 1"' in text
+    assert validate_arguments(tool, {"a": 1}) == {"a": 1}

@@ -53,6 +53,7 @@ from ..messages import (
     ToolResultMessage,
     Usage,
 )
+from ..tools import ARGUMENTS_ERROR_KEY, RAW_ARGUMENTS_KEY
 
 __all__ = [
     "ABORTED_MESSAGE",
@@ -68,8 +69,7 @@ __all__ = [
 ]
 
 ABORTED_MESSAGE = "Request was aborted"
-RAW_ARGUMENTS_KEY = "_raw_arguments"
-ARGUMENTS_ERROR_KEY = "_arguments_error"
+
 NO_RESULT_TEXT = "No result provided"
 
 
@@ -162,9 +162,8 @@ def parse_tool_arguments(raw: str) -> dict[str, Any]:
     Empty text (a call without arguments) and ``null`` give ``{}``. Text that is not valid JSON,
     or JSON that is not an object, gives ``{"_raw_arguments": <the text>, "_arguments_error":
     <why>}``: the call still reaches the loop, the model's text is kept for the user and the
-    model to see, and the tool's schema validation rejects it as long as the tool has a required
-    parameter (the validation error then shows both keys under "Received arguments"). A tool
-    without required parameters should treat the ``_raw_arguments`` key as a failed call.
+    model to see, and the loop's argument validation rejects it with ``<why>`` as the problem
+    (``tools.validate_arguments``), whatever the tool's parameters are.
     """
     text = raw.strip()
     if not text:
