@@ -373,6 +373,7 @@ class Agent:
         transport: str = "auto",
         max_retry_delay_ms: int | None = None,
         tool_execution: ToolExecutionMode = "parallel",
+        on_transition: Callable[[TransitionRecord], None] | None = None,
     ) -> None:
         if model is None:
             model = Model(id="unknown", provider="unknown", api="unknown")
@@ -392,6 +393,8 @@ class Agent:
         self.transport = transport
         self.max_retry_delay_ms = max_retry_delay_ms
         self.tool_execution = tool_execution
+        self.on_transition = on_transition
+        """Extension: called with each loop transition of a run (for recorders and debugging)."""
 
         self._listeners: list[_Subscription] = []
         self._steering: deque[AgentMessage] = deque()
@@ -746,10 +749,21 @@ class Agent:
         try:
             if prompts is None:
                 return await run_agent_loop_continue(
-                    context, config, self._emit, signal=controller.signal, stream_fn=stream_fn
+                    context,
+                    config,
+                    self._emit,
+                    signal=controller.signal,
+                    stream_fn=stream_fn,
+                    on_transition=self.on_transition,
                 )
             return await run_agent_loop(
-                prompts, context, config, self._emit, signal=controller.signal, stream_fn=stream_fn
+                prompts,
+                context,
+                config,
+                self._emit,
+                signal=controller.signal,
+                stream_fn=stream_fn,
+                on_transition=self.on_transition,
             )
         finally:
             state._is_streaming = False

@@ -1214,3 +1214,26 @@ def test_lifecycle_machine_is_safe_to_step_from_several_threads() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+@pytest.mark.anyio
+async def test_on_transition_sees_every_loop_transition_of_each_run(tmp_path: Any) -> None:
+    """``Agent(on_transition=...)`` hands the loop's transitions to a recorder, so an Agent run
+    can be drawn like a low-level one."""
+    from agentcore_fsm import RunRecorder, load_run
+
+    path = tmp_path / "run.jsonl"
+    with RunRecorder(path) as recorder:
+        agent = Agent(
+            stream_fn=FauxProvider([faux_response("one"), faux_response("two")]),
+            on_transition=recorder.on_transition,
+        )
+        agent.subscribe(lambda event, signal: recorder(event))
+        await agent.prompt("first")
+        first = [(r.source, r.dest) for r in recorder.transitions]
+        await agent.prompt("second")
+    assert first[0] == ("idle", "awaiting_steering") and first[-1][1] == "stopped"
+    assert len(recorder.transitions) == 2 * len(first)
+    run = load_run(path)
+    assert [t.dest for t in run.transitions] == [r.dest for r in recorder.transitions]
+    assert [e.type for e in run.events].count("agent_end") == 2
