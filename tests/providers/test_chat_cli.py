@@ -8,6 +8,7 @@ import re
 import signal
 import sys
 import threading
+from typing import Any
 
 import pytest
 from _provider_sse_server import Reply, ScriptedServer
@@ -100,8 +101,30 @@ def test_ctrl_c_aborts_the_reply_not_the_session(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     server.queue(Reply(sse="openai/abort.sse"), Reply(sse="openai/final_text.sse"))
 
+    shown = threading.Event()
+
+    class Watched:
+        """stdout that notes when the streamed ", two" has been printed."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def write(self, text: str) -> int:
+            written: int = self.inner.write(text)
+            if "two" in text:
+                shown.set()
+            return written
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(sys, "stdout", Watched(sys.stdout))
+
     def press_ctrl_c() -> None:
-        if server.waiting.wait(20):  # the reply is streaming and the server holds it open
+        # press once the client has shown ", two" (the server then holds the stream open):
+        # after the abort no further stream event is processed, so pressing earlier could cut
+        # the reply shorter than this test expects
+        if server.waiting.wait(20) and shown.wait(20):
             os.kill(os.getpid(), signal.SIGINT)
 
     presser = threading.Thread(target=press_ctrl_c, daemon=True)
