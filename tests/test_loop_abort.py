@@ -932,3 +932,38 @@ async def test_a_hook_or_poll_that_aborts_and_returns_ends_the_run_aborted(where
     ]
     assert transitions[-1].trigger == "abort"
     assert len(faux.calls) == 1
+
+
+async def test_agent_loop_hands_the_callers_signal_to_hooks_and_tools() -> None:
+    """``agent_loop`` aborts the run itself when the block is left early, yet hooks, tools and
+    the stream function receive the caller's own signal object (SPEC §4: it "is passed to")."""
+    from agentcore_fsm import agent_loop
+
+    controller = AbortController()
+    seen: list[Any] = []
+
+    async def execute(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> Any:
+        seen.append(("tool", signal))
+        return text_result("ok")
+
+    def transform(messages: list[Any], signal: Any) -> list[Any]:
+        seen.append(("transform", signal))
+        return messages
+
+    def stream_fn(model: Any, context: Any, options: Any) -> Any:
+        seen.append(("stream", options.signal))
+        return faux(model, context, options)
+
+    faux = FauxProvider(
+        [faux_response(tool_calls=[faux_tool_call("t", id="c1")]), faux_response("done")]
+    )
+    config = AgentLoopConfig(model=MODEL, transform_context=transform)
+    context = AgentContext(tools=[make_tool("t", execute)])
+    async with agent_loop(
+        [user("go")], context, config, signal=controller.signal, stream_fn=stream_fn
+    ) as events:
+        types = [event.type async for event in events]
+        messages = await events.result()
+    assert types[-1] == "agent_end" and messages[-1].stop_reason == "stop"
+    assert [kind for kind, _ in seen] == ["transform", "stream", "tool", "transform", "stream"]
+    assert all(signal is controller.signal for _, signal in seen)
