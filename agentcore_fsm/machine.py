@@ -24,6 +24,7 @@ builds the ``message_update``; transitions happen at phase changes only.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -86,6 +87,8 @@ __all__ = [
     "Step",
     "TransitionRecord",
 ]
+
+logger = logging.getLogger("agentcore_fsm")
 
 ABORTED_TEXT = "Operation aborted"
 REQUEST_ABORTED = "Request was aborted"
@@ -570,7 +573,10 @@ class LoopMachine:
         record = TransitionRecord(spec.index, trigger, source, spec.dest)
         self.history.append(record)
         if self.on_transition is not None:
-            self.on_transition(record)
+            try:
+                self.on_transition(record)
+            except Exception:  # an observer must not break the run (or leave it mid-step)
+                logger.exception("on_transition raised; ignored")
         for action in spec.emits:
             self._actions[action]()
         enter = self._enter_table.get(spec.dest)

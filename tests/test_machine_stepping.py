@@ -6,6 +6,7 @@ events and the effects after every step, as a user debugging a run would.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -629,3 +630,19 @@ def test_the_machine_looks_at_the_signal_when_a_poll_or_proceed_comes_back() -> 
     assert step.effects == [Proceed()]
     controller.abort()  # fired while turn_end was delivered
     assert names(m.proceed()) == ["agent_end:aborted"]
+
+
+def test_a_raising_on_transition_observer_is_logged_and_the_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def observer(record: Any) -> None:
+        raise RuntimeError("observer broke")
+
+    m = LoopMachine(
+        [user("hi")], AgentContext(), AgentLoopConfig(model=MODEL), on_transition=observer
+    )
+    with caplog.at_level(logging.ERROR, logger="agentcore_fsm"):
+        m.start()
+    assert m.state == "streaming"
+    assert [r.dest for r in m.history] == ["awaiting_steering", "streaming"]
+    assert caplog.text.count("on_transition raised; ignored") == 2
