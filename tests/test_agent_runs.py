@@ -13,6 +13,15 @@ from typing import Any
 
 import anyio
 import pytest
+from agent_helpers import (
+    ASSISTANT_STOP,
+    ASSISTANT_TOOLS,
+    Recorder,
+    describe,
+    label,
+    prompt_turn,
+    text_of,
+)
 
 from agentcore_fsm import (
     AgentToolResult,
@@ -30,59 +39,6 @@ from agentcore_fsm.tools import AgentTool
 # --- helpers --------------------------------------------------------------------------------
 
 
-def text_of(message: Any) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(b.text for b in content if isinstance(b, TextContent))
-
-
-def label(message: Any) -> str:
-    role = getattr(message, "role", "?")
-    if role == "user":
-        return f"user:{text_of(message)}"
-    if role == "assistant":
-        return f"assistant:{message.stop_reason}"
-    if role == "toolResult":
-        return f"toolResult:{message.tool_call_id}" + (":error" if message.is_error else "")
-    return str(role)
-
-
-def describe(event: Any) -> str:
-    kind = event.type
-    if kind in ("message_start", "message_end"):
-        return f"{kind}:{label(event.message)}"
-    if kind == "tool_execution_start":
-        return f"{kind}:{event.tool_call_id}"
-    if kind == "tool_execution_end":
-        return f"{kind}:{event.tool_call_id}" + (":error" if event.is_error else "")
-    if kind == "agent_end":
-        return f"agent_end:{event.reason}"
-    return str(kind)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-        self.all: list[str] = []
-        self.signals: list[Any] = []
-
-    def __call__(self, event: Any, signal: Any) -> None:
-        self.events.append(event)
-        self.all.append(describe(event))
-        self.signals.append(signal)
-
-    @property
-    def seq(self) -> list[str]:
-        return [d for d in self.all if d != "message_update"]
-
-
-def prompt_turn(text: str) -> list[str]:
-    return [f"message_start:user:{text}", f"message_end:user:{text}"]
-
-
-ASSISTANT_STOP = ["message_start:assistant:pending", "message_end:assistant:stop"]
-ASSISTANT_TOOLS = ["message_start:assistant:pending", "message_end:assistant:toolUse"]
 HANG = object()
 LOGGER = "agentcore_fsm"
 
