@@ -8,12 +8,15 @@ synchronous and must be called from the thread running the event loop (from anot
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 __all__ = ["AbortController", "AbortSignal"]
+
+logger = logging.getLogger("agentcore_fsm")
 
 
 class AbortSignal:
@@ -26,9 +29,17 @@ class AbortSignal:
         self._events: list[anyio.Event] = []
 
     def add_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call ``callback()`` when the signal fires (at once if it has). Returns a remover."""
+        """Call ``callback()`` when the signal fires (at once if it has). Returns a remover.
+
+        Callbacks run in the order they were added. One that raises an ``Exception`` is logged
+        on the ``agentcore_fsm`` logger and the others still run, so ``abort()`` never raises
+        because of a callback; a ``BaseException`` (``KeyboardInterrupt``) is re-raised from
+        ``abort()`` once every other callback has run."""
         if self.aborted:
-            callback()
+            try:
+                callback()
+            except Exception:
+                logger.exception("an abort callback raised; ignored")
             return lambda: None
         self._callbacks.append(callback)
 
@@ -57,8 +68,18 @@ class AbortSignal:
         events, self._events = self._events, []
         for event in events:
             event.set()
+        interrupt: BaseException | None = None
         for callback in callbacks:
-            callback()
+            # every callback runs (the loop's own one among them), whatever another one does
+            try:
+                callback()
+            except Exception:
+                logger.exception("an abort callback raised; ignored")
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: after the others
+                if interrupt is None:
+                    interrupt = exc
+        if interrupt is not None:
+            raise interrupt
 
     def __repr__(self) -> str:
         return f"AbortSignal(aborted={self.aborted}, reason={self.reason!r})"
@@ -73,4 +94,6 @@ class AbortController:
         self.signal = AbortSignal()
 
     def abort(self, reason: Any = None) -> None:
+        """Fire the signal with ``reason``: its waiters wake and its callbacks run (see
+        :meth:`AbortSignal.add_callback`). Later calls do nothing."""
         self.signal._fire(reason)

@@ -49,6 +49,7 @@ import anyio
 import trio
 
 from .abort import AbortController, AbortSignal
+from .boundary import coerce_messages
 from .config import AgentContext, AgentLoopConfig, StreamFn
 from .declaration import Declaration, TransitionSpec, load_declaration, shared_machine
 from .driver import (
@@ -60,12 +61,13 @@ from .driver import (
 from .machine import MachineError, TransitionRecord
 from .messages import (
     AgentMessage,
+    AssistantMessage,
     ImageContent,
     Model,
     TextContent,
     ThinkingLevel,
+    ToolResultMessage,
     UserMessage,
-    _coerce_message,
 )
 from .tools import AgentTool, ToolExecutionMode
 
@@ -92,6 +94,7 @@ PROMPT_BUSY = (
 CONTINUE_BUSY = "Agent is already processing. Wait for completion before continuing."
 RESET_BUSY = "Agent is already processing. Wait for completion before resetting."
 REQUEST_ABORTED = "Request was aborted"
+ABORTED_TEXT = "Operation aborted"
 
 _THINKING_LEVELS: frozenset[str] = frozenset(get_args(ThinkingLevel))
 _QUEUE_MODES: frozenset[str] = frozenset(get_args(QueueMode))
@@ -146,7 +149,7 @@ class AgentState:
         self._thinking_level: ThinkingLevel = thinking_level
         self.thinking_level = thinking_level
         self._tools: list[AgentTool] = list(tools)
-        self._messages: list[AgentMessage] = [_coerce_message(m) for m in messages]
+        self._messages: list[AgentMessage] = coerce_messages(list(messages), "messages")
         self._is_streaming = False
         self._streaming_message: AgentMessage | None = None
         self._pending_tool_calls: set[str] = set()
@@ -178,7 +181,7 @@ class AgentState:
 
     @messages.setter
     def messages(self, value: Iterable[AgentMessage]) -> None:
-        self._messages = [_coerce_message(m) for m in value]
+        self._messages = coerce_messages(list(value), "messages")
 
     @property
     def is_streaming(self) -> bool:
@@ -296,10 +299,12 @@ def _dequeue(queue: deque[AgentMessage], mode: str) -> list[AgentMessage]:
     return [queue.popleft()]
 
 
-def _as_message(message: AgentMessage | str) -> AgentMessage:
-    if isinstance(message, str):
-        return UserMessage(content=[TextContent(text=message)])
-    return _coerce_message(message)
+def _as_message(message: AgentMessage | str, what: str) -> AgentMessage:
+    """One message: a str becomes a user message; a dict with a known role is validated into
+    that message; anything that is not a message raises TypeError naming ``what``."""
+    if message is None or isinstance(message, (list, tuple)):
+        raise TypeError(f"{what}: expected one message or a str, not {type(message).__name__}")
+    return coerce_messages(message, what)[0]
 
 
 def _as_prompts(
@@ -312,12 +317,37 @@ def _as_prompts(
         return [UserMessage(content=content)]
     if images:
         raise TypeError("images can only be given with a text prompt")
-    if isinstance(input, (list, tuple)):
-        prompts = [_as_message(m) for m in input]
-        if not prompts:
-            raise ValueError("No messages to prompt with")
-        return prompts
-    return [_as_message(input)]
+    if input is None:
+        raise TypeError("prompt(): expected a str, a message or a list of messages, not None")
+    prompts = coerce_messages(input, "prompt()")
+    if not prompts:
+        raise ValueError("No messages to prompt with")
+    return prompts
+
+
+def _answer_dangling_calls(messages: list[AgentMessage]) -> None:
+    """Answer, with ``Operation aborted``, every tool call of the transcript's last answerable
+    assistant message that has no result: the transcript stays valid for the next run even
+    when a run was cut off before it could close itself (a cancellation whose closing events
+    could not all be delivered)."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if not isinstance(message, AssistantMessage):
+            continue
+        if message.stop_reason not in ("toolUse", "stop", "length"):
+            return
+        answered = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, ToolResultMessage)}
+        for call in message.tool_calls():
+            if call.id not in answered:
+                messages.append(
+                    ToolResultMessage(
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        content=[TextContent(text=ABORTED_TEXT)],
+                        is_error=True,
+                    )
+                )
+        return
 
 
 def _running_loop() -> str | None:
@@ -602,12 +632,12 @@ class Agent:
     def steer(self, message: AgentMessage | str) -> None:
         """Queue a message to inject into the active run before its next model call (or into
         the next run). A str becomes a user message."""
-        self._steering.append(_as_message(message))
+        self._steering.append(_as_message(message, "steer()"))
 
     def follow_up(self, message: AgentMessage | str) -> None:
         """Queue a message to run when the agent would otherwise stop. A str becomes a user
         message."""
-        self._follow_ups.append(_as_message(message))
+        self._follow_ups.append(_as_message(message, "follow_up()"))
 
     def clear_steering_queue(self) -> None:
         self._steering.clear()
@@ -766,6 +796,7 @@ class Agent:
                 on_transition=self.on_transition,
             )
         finally:
+            _answer_dangling_calls(state._messages)
             state._is_streaming = False
             state._streaming_message = None
             state._pending_tool_calls = set()

@@ -11,6 +11,18 @@ no decisions about what happens next; it only
 
 Abort cancels whatever is in flight (the model stream, a hook or poll, every running tool) at
 once. It never cancels ``emit``: a listener in progress finishes, then the run aborts.
+
+Two ways a run can end that are not data:
+
+* A ``BaseException`` that is not cancellation (``KeyboardInterrupt``, ``SystemExit``, a custom
+  one) raised by user code — a tool, hook, poll, the stream function, ``emit`` — stops the run
+  like an abort: what is in flight is cancelled, every started tool call is answered, the closing
+  events up to ``agent_end(reason="aborted")`` are delivered, and then that same exception is
+  re-raised, bare (never inside an exception group), on trio and asyncio alike. Ctrl-C thus
+  still stops the program, and the transcript it leaves is well formed.
+* Cancellation from outside (a timeout around the call): the run is closed the same way, its
+  closing events delivered within :data:`CLOSE_GRACE_S` seconds (shielded; a listener that
+  hangs longer is cut off), and the cancellation propagates.
 """
 
 from __future__ import annotations
@@ -30,6 +42,13 @@ import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .abort import AbortController, AbortSignal
+from .boundary import (
+    check_api_key,
+    check_llm_messages,
+    check_message_list,
+    coerce_messages,
+    is_message,
+)
 from .config import (
     AgentContext,
     AgentLoopConfig,
@@ -44,6 +63,7 @@ from .machine import (
     Effect,
     ExecuteTool,
     LoopMachine,
+    MachineInputError,
     PollFollowUp,
     PollSteering,
     Proceed,
@@ -66,6 +86,9 @@ __all__ = [
 logger = logging.getLogger("agentcore_fsm")
 
 Emit = Callable[[Any], Any]
+CLOSE_GRACE_S = 2.0
+"""After an outside cancellation, how long (seconds) the run may take to deliver its closing
+events (shielded from the cancellation) before it gives up on a listener that hangs."""
 _default_stream_fn: StreamFn | None = None
 NO_STREAM_FN = "No stream function: pass stream_fn or call set_default_stream_fn()"
 
@@ -87,6 +110,20 @@ def _resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
     return fn
 
 
+def _as_prompts(prompts: Any) -> list[AgentMessage]:
+    """The prompts of a run, checked before anything is emitted: messages, or strs (each
+    becomes a user message), in a list, tuple or other iterable; one message or str alone is
+    one prompt. Anything else raises :class:`TypeError` naming the offending item."""
+    if (
+        prompts is not None
+        and not isinstance(prompts, (list, tuple, str, bytes, dict))
+        and not is_message(prompts)
+        and hasattr(prompts, "__iter__")
+    ):
+        prompts = list(prompts)
+    return coerce_messages(prompts, "prompts")
+
+
 def _check_continue(context: AgentContext) -> None:
     if not context.messages:
         raise ValueError("Cannot continue: no messages in context")
@@ -102,6 +139,10 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
+def _boxed(fn: Callable[..., Any], *args: Any) -> tuple[Any]:
+    return (fn(*args),)
+
+
 class _Driver:
     """Runs one :class:`LoopMachine` to its end."""
 
@@ -110,7 +151,7 @@ class _Driver:
         machine: LoopMachine,
         stream_fn: StreamFn,
         emit: Emit | None,
-        signal: AbortSignal | None,
+        signal: AbortSignal,
         control: AbortSignal | None = None,
     ) -> None:
         self.m = machine
@@ -121,51 +162,95 @@ class _Driver:
         # the consumer leaves the block early
         self.control = control if control is not None else signal
         self.config = machine.config
+        self._halt = False  # the control signal fired, or user code raised a BaseException
+        self._interrupt: BaseException | None = None  # that BaseException, re-raised at the end
         self._failure: BaseException | None = None  # first emit failure, not yet fed
         self._failed = False  # a failure has been fed: later emit errors are only logged
         self._emitting = False
+        self._delivering: list[Any] | None = None  # the events being delivered ...
+        self._delivered = 0  # ... and how many of them have been handed to emit
         self._scope: anyio.CancelScope | None = None  # the main effect in flight
         self._tasks: dict[int, Any] = {}  # anyio TaskHandles of running tools and tool hooks
         self._tg: anyio.abc.TaskGroup | None = None
         self._send: MemoryObjectSendStream[tuple[Any, ...]] | None = None
         self._receive: MemoryObjectReceiveStream[tuple[Any, ...]] | None = None
         self._loop_thread = threading.get_ident()
+        self._cancelled_exc: type[BaseException] = BaseException
 
     # --- abort --------------------------------------------------------------------------
 
     def _on_abort(self) -> None:
+        self._halt = True
         if self._scope is not None and not self._emitting:
             self._scope.cancel()
         self._cancel_tasks()
         if self._send is not None:
             self._post(("wake",))  # a wait on the inbox returns; _process sees the abort
 
+    def _interrupted(self, exc: BaseException) -> None:
+        """User code raised a BaseException that is not cancellation: stop like an abort,
+        re-raise it once the run is closed."""
+        if self._interrupt is None:
+            self._interrupt = exc
+        else:
+            logger.error("%s raised while the run was stopping; ignored", type(exc).__name__)
+        self._on_abort()
+
     def _cancel_tasks(self) -> None:
         for handle in self._tasks.values():
             handle.cancel()
 
     def _aborted(self) -> bool:
-        return self.control is not None and self.control.aborted
+        return self._halt
 
     # --- the main loop ------------------------------------------------------------------
 
     async def run(self) -> None:
         control = self.control
-        remove = control.add_callback(self._on_abort) if control is not None else None
+        self._cancelled_exc = anyio.get_cancelled_exc_class()
+        remove = control.add_callback(self._on_abort)
         try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                try:
-                    await self._process(self.m.start())
-                finally:
-                    self._cancel_tasks()
+            try:
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    try:
+                        await self._process(self.m.start())
+                    finally:
+                        self._cancel_tasks()
+            except self._cancelled_exc:
+                # cancelled from outside (our own cancel scopes never let it out): close the
+                # run so that whoever listens sees a complete, well-formed end, then go on
+                # being cancelled
+                with anyio.CancelScope(shield=True) as shield:
+                    shield.deadline = anyio.current_time() + CLOSE_GRACE_S
+                    await self._close_after_cancel()
+                raise
         finally:
-            if remove is not None:
-                remove()
+            remove()
             if self._send is not None:
                 self._send.close()
                 assert self._receive is not None
                 self._receive.close()
+        if self._interrupt is not None:
+            interrupt, self._interrupt = self._interrupt, None
+            raise interrupt
+
+    async def _close_after_cancel(self) -> None:
+        m = self.m
+        events: list[Any] = []
+        delivering = self._delivering
+        if delivering is not None:  # the event being emitted counts as delivered
+            events.extend(delivering[self._delivered :])
+            self._delivering = None
+        while not m.finished:
+            pending = self._drain_inbox()
+            if pending is None:
+                events.extend(m.abort().events)
+                break
+            events.extend(pending.events)
+        self._failed = True  # from here on an emit error is only logged
+        self._halt = True
+        await self._deliver(events)
 
     async def _process(self, step: Step) -> None:
         m = self.m
@@ -174,9 +259,9 @@ class _Driver:
                 await self._deliver(step.events)
             if m.finished:
                 return
-            if self._failure is not None or self._aborted():
+            if self._failure is not None or self._halt:
                 # stop running tools first; results that arrived before are still fed (those
-                # calls keep them), then the machine closes the run (SPEC §4, §5)
+                # calls keep them), then the machine closes the run
                 self._cancel_tasks()
                 pending = self._drain_inbox()
                 if pending is not None:
@@ -194,7 +279,9 @@ class _Driver:
         emit = self.emit
         if emit is None:
             return
-        for event in events:
+        self._delivering = events
+        for i, event in enumerate(events):
+            self._delivered = i + 1
             self._emitting = True
             try:
                 result = emit(event)
@@ -202,8 +289,13 @@ class _Driver:
                     await result
             except Exception as exc:
                 self._emit_failed(exc)
+            except self._cancelled_exc:
+                raise
+            except BaseException as exc:
+                self._interrupted(exc)
             finally:
                 self._emitting = False
+        self._delivering = None
 
     def _emit_failed(self, exc: Exception) -> None:
         if self._failed or self._failure is not None or self.m.finished:
@@ -254,6 +346,11 @@ class _Driver:
             except Exception as exc:
                 self._scope = None
                 return self.m.fail(exc)
+            except self._cancelled_exc:
+                raise
+            except BaseException as exc:
+                self._interrupted(exc)
+                return Step()
             finally:
                 self._scope = None
         return Step()  # cancelled by abort: _process feeds it
@@ -264,28 +361,30 @@ class _Driver:
         m = self.m
         config = self.config
         signal = self.signal
-        control = self.control
         stream: Any = None
+        cancelled = False
         with anyio.CancelScope() as scope:
             self._scope = scope
             # Once the signal fired nothing more starts and no further stream event is fed:
-            # each ``return Step()`` below hands the abort to _process (SPEC §4). A sync hook
-            # that fires the signal has no await for the cancel scope to interrupt.
-            aborted = self._aborted
+            # each ``return Step()`` below hands the abort to _process. A sync hook that fires
+            # the signal has no await for the cancel scope to interrupt.
             try:
                 messages: list[AgentMessage] = effect.context.messages
                 if config.transform_context is not None:
-                    messages = await _call(config.transform_context, messages, signal)
-                    if aborted():
+                    messages = check_message_list(
+                        await _call(config.transform_context, messages, signal),
+                        "transform_context",
+                    )
+                    if self._halt:
                         return Step()
                 convert = config.convert_to_llm or default_convert_to_llm
-                llm_messages = await _call(convert, messages)
-                if aborted():
+                llm_messages = check_llm_messages(await _call(convert, messages))
+                if self._halt:
                     return Step()
                 api_key = None
                 if config.get_api_key is not None:
-                    api_key = await _call(config.get_api_key, effect.model.provider)
-                    if aborted():
+                    api_key = check_api_key(await _call(config.get_api_key, effect.model.provider))
+                    if self._halt:
                         return Step()
                 options = StreamOptions(
                     api_key=api_key or config.api_key,
@@ -307,11 +406,17 @@ class _Driver:
                 stream = self.stream_fn(effect.model, llm_context, options)
                 if inspect.isawaitable(stream):
                     stream = await stream
+                if not hasattr(stream, "__aiter__"):
+                    bad, stream = stream, None
+                    raise TypeError(
+                        f"Stream function returned {type(bad).__name__}; expected an async "
+                        f"iterator of stream events"
+                    )
                 deliver = self._deliver
                 stream_update = m.stream_update
                 emit = self.emit
                 async for event in stream:
-                    if control is not None and control.aborted:
+                    if self._halt:
                         return Step()
                     # the hot path: a delta of a started message is one object and one emit
                     update = stream_update(event)
@@ -324,33 +429,44 @@ class _Driver:
                                     await result
                             except Exception as exc:
                                 self._emit_failed(exc)
+                            except self._cancelled_exc:
+                                raise
+                            except BaseException as exc:
+                                self._interrupted(exc)
                             finally:
                                 self._emitting = False
-                            if self._failure is not None or (
-                                control is not None and control.aborted
-                            ):
+                            if self._failure is not None or self._halt:
                                 return Step()
                         continue
-                    step = m.stream_event(event)
+                    try:
+                        step = m.stream_event(event)
+                    except MachineInputError as exc:
+                        return m.fail(exc)  # the stream function yielded a non-event
                     if m.state != "streaming":
                         return step  # terminal (or failed): _process delivers its events
                     if step.events:
                         await deliver(step.events)
-                        if self._failure is not None or (control is not None and control.aborted):
+                        if self._failure is not None or self._halt:
                             return Step()
-                if aborted():
+                if self._halt:
                     return Step()
                 return m.stream_exhausted()
             except Exception as exc:
                 if m.state == "streaming":
                     return m.fail(exc)
                 raise
+            except self._cancelled_exc:
+                cancelled = True
+                raise
+            except BaseException as exc:
+                self._interrupted(exc)
+                return Step()
             finally:
                 self._scope = None
                 if stream is not None:
                     aclose = getattr(stream, "aclose", None)
                     if aclose is not None:
-                        await self._close_stream(aclose, scope.cancel_called)
+                        await self._close_stream(aclose, cancelled or scope.cancel_called)
         return Step()  # cancelled by abort: _process feeds it
 
     async def _close_stream(self, aclose: Callable[[], Awaitable[Any]], cancelled: bool) -> None:
@@ -363,6 +479,10 @@ class _Driver:
                 await aclose()
         except Exception:
             logger.exception("closing the model stream raised; ignored")
+        except self._cancelled_exc:
+            raise
+        except BaseException as exc:
+            self._interrupted(exc)
 
     # --- tools (run in the run's task group, report through the inbox) -----------------------
 
@@ -408,7 +528,7 @@ class _Driver:
                     pass  # the worker was abandoned (abort): updates are ignored
 
         execute: Any = effect.tool.execute
-        if self._aborted():
+        if self._halt:
             return  # nothing starts once the signal fired (the task may start after it did)
         try:
             if inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
@@ -416,7 +536,9 @@ class _Driver:
             ):
                 result = await execute(effect.tool_call.id, effect.args, self.signal, on_update)
             else:
-                result = await anyio.to_thread.run_sync(
+                # boxed: trio refuses a worker whose result is a coroutine, asyncio does not
+                (result,) = await anyio.to_thread.run_sync(
+                    _boxed,
                     execute,
                     effect.tool_call.id,
                     effect.args,
@@ -425,10 +547,18 @@ class _Driver:
                     abandon_on_cancel=True,
                 )
                 if inspect.isawaitable(result):
+                    # a plain function that returned an awaitable (e.g. a lambda calling an
+                    # async function): await it here, on the event loop, on every backend
                     result = await result
         except Exception as exc:
             settled = True
             post(("finished", index, None, exc))
+        except self._cancelled_exc:
+            settled = True
+            raise
+        except BaseException as exc:
+            settled = True
+            self._interrupted(exc)
         else:
             settled = True
             post(("finished", index, result, None))
@@ -436,12 +566,16 @@ class _Driver:
             settled = True
 
     async def _run_after_hook(self, effect: CallHook) -> None:
-        if self._aborted():
+        if self._halt:
             return  # nothing starts once the signal fired (the task may start after it did)
         try:
             value = await _call(self.config.after_tool_call, effect.ctx, self.signal)  # type: ignore[arg-type]
         except Exception as exc:
             self._post(("hook_failed", effect.index, exc))
+        except self._cancelled_exc:
+            raise
+        except BaseException as exc:
+            self._interrupted(exc)
         else:
             self._post(("hook", effect.index, value))
 
@@ -496,6 +630,9 @@ async def _run(
     on_transition: Callable[[TransitionRecord], None] | None,
     control: AbortSignal | None = None,
 ) -> list[AgentMessage]:
+    if signal is None:
+        # hooks, tools and the stream function always get a signal: the run makes its own
+        signal = AbortController().signal
     decides = control if control is not None else signal
     machine = LoopMachine(prompts, context, config, signal=decides, on_transition=on_transition)
     await _Driver(machine, stream_fn, emit, signal, control).run()
@@ -517,7 +654,7 @@ async def run_agent_loop(
     ``on_transition(record)`` (an extension) is called, synchronously, for every state change.
     """
     fn = _resolve_stream_fn(stream_fn)
-    return await _run(list(prompts), context, config, emit, signal, fn, on_transition)
+    return await _run(_as_prompts(prompts), context, config, emit, signal, fn, on_transition)
 
 
 async def run_agent_loop_continue(
@@ -638,7 +775,7 @@ def agent_loop(
     """``async with agent_loop(...) as events:`` — iterate the run's events; ``await
     events.result()`` for the new messages. Leaving the block early aborts the run cleanly.
     The stream function is checked on entering."""
-    return _loop_cm(list(prompts), context, config, signal, stream_fn, on_transition, False)
+    return _loop_cm(_as_prompts(prompts), context, config, signal, stream_fn, on_transition, False)
 
 
 def agent_loop_continue(

@@ -33,10 +33,21 @@ from pydantic import ValidationError
 from transitions.core import EventData
 
 from .abort import AbortSignal
+from .boundary import (
+    InvalidValueError,
+    check_after_result,
+    check_before_result,
+    check_should_stop,
+    check_terminal_message,
+    check_turn_update,
+    coerce_messages,
+    describe_value,
+    exc_text,
+    pydantic_problems,
+)
 from .config import (
     AgentContext,
     AgentLoopConfig,
-    AgentLoopTurnUpdate,
     PrepareNextTurnContext,
 )
 from .declaration import Declaration, TransitionSpec, load_declaration, shared_machine
@@ -65,7 +76,6 @@ from .tools import (
     AgentTool,
     AgentToolResult,
     BeforeToolCallContext,
-    BeforeToolCallResult,
     ToolCallRejected,
     error_result,
     find_tool,
@@ -100,18 +110,28 @@ BLOCKED_TEXT = "Tool execution was blocked"
 
 
 class MachineError(RuntimeError):
-    """The machine or its declaration is inconsistent (a bug, never bad user input)."""
+    """The machine could not take a step: the base of :class:`MachineInputError` (a mistake
+    in what was fed) and of internal inconsistencies (a bug in this library or a declaration
+    that does not fit the engine)."""
 
 
 class MachineInputError(MachineError):
-    """An input was fed that the current state does not accept."""
+    """An input the machine cannot take: the current state does not accept it, or its data is
+    wrong (an index that names no tool call, a call that is not running, an object that is not
+    a stream event). The machine is unchanged; the text says what was wrong and what is
+    accepted. ``input_name``, ``state`` and ``accepted`` (the inputs the state accepts) are
+    attributes."""
 
-    def __init__(self, input_name: str, state: str, accepted: list[str]) -> None:
+    def __init__(
+        self, input_name: str, state: str, accepted: list[str], problem: str | None = None
+    ) -> None:
         self.input_name, self.state, self.accepted = input_name, state, accepted
-        listed = ", ".join(accepted) if accepted else "nothing (the run has stopped)"
-        super().__init__(
-            f"input {input_name!r} is not accepted in state {state!r}; it accepts: {listed}"
-        )
+        if problem is None:
+            listed = ", ".join(accepted) if accepted else "nothing (the run has stopped)"
+            problem = (
+                f"input {input_name!r} is not accepted in state {state!r}; it accepts: {listed}"
+            )
+        super().__init__(problem)
 
 
 # --- effects --------------------------------------------------------------------------------
@@ -195,6 +215,14 @@ class TransitionRecord:
 # --- per-call bookkeeping -------------------------------------------------------------------
 
 _NEW, _BEFORE, _PREPARED, _RUNNING, _AFTER, _DONE = range(6)
+_STAGE_TEXT = {
+    _NEW: "has not started",
+    _BEFORE: "waits for before_tool_call",
+    _PREPARED: "is prepared, not yet executing",
+    _RUNNING: "is running",
+    _AFTER: "waits for after_tool_call",
+    _DONE: "has finished",
+}
 
 
 class _Call:
@@ -223,11 +251,11 @@ class _Call:
 
 
 class _Handle:
-    """What joins the shared ``transitions.Machine``: it carries ``state`` and the trigger
-    methods ``transitions`` binds, and points back at its owner."""
+    """The model object the shared ``transitions.Machine``'s transitions step: it carries
+    ``state`` and points back at its owner (guards and callbacks reach the run through it)."""
 
+    __slots__ = ("owner", "state")
     state: str
-    trigger: Callable[[str], bool]
 
     def __init__(self, owner: LoopMachine) -> None:
         self.owner = owner
@@ -300,8 +328,11 @@ class LoopMachine:
         self._turn_stage = ""
 
         self._machine = shared_machine(decl)
+        # The run is stepped through the shared machine's Transition objects, which need only
+        # the handle: it is never registered on the machine, so nothing is left behind however
+        # the run ends (finished, cancelled, crashed or abandoned mid-step).
         self._handle = _Handle(self)
-        self._machine.add_model(self._handle)
+        self._handle.state = decl.initial
         self._enter_table: dict[str, Callable[[], None]] = {
             "awaiting_steering": self._enter_awaiting_steering,
             "awaiting_follow_up": self._enter_awaiting_follow_up,
@@ -309,7 +340,6 @@ class LoopMachine:
             "preparing_tools": self._enter_preparing_tools,
             "executing": self._enter_executing,
             "turn_end": self._enter_turn_end,
-            "stopped": self._enter_stopped,
         }
         self._actions: dict[str, Callable[[], None]] = {
             name: getattr(self, f"_emit_{name}") for name in decl.emits
@@ -344,66 +374,116 @@ class LoopMachine:
     # --- inputs -----------------------------------------------------------------------------
 
     def start(self) -> Step:
+        """Begin the run: ``agent_start``, ``turn_start`` and the prompts' message events."""
         self._check("start")
         self._fire("start")
         return self._take()
 
-    def steering_polled(self, messages: Iterable[AgentMessage] | None) -> Step:
+    def steering_polled(self, messages: Any) -> Step:
+        """``get_steering_messages()`` returned ``messages``.
+
+        Taken as ``Agent.steer()`` takes a message: None is nothing, a str is one user message,
+        a message is one message, a list holds messages or strs (a dict with a known role is
+        validated into that message). Anything else fails the run with an error naming the
+        poll and the offending item."""
         self._check("steering_polled")
-        self._polled = list(messages) if messages else []
+        return self._polled_input("steering_polled", "get_steering_messages", messages)
+
+    def follow_up_polled(self, messages: Any) -> Step:
+        """``get_follow_up_messages()`` returned ``messages`` (taken as in
+        :meth:`steering_polled`)."""
+        self._check("follow_up_polled")
+        return self._polled_input("follow_up_polled", "get_follow_up_messages", messages)
+
+    def _polled_input(self, trigger: str, poll: str, messages: Any) -> Step:
+        try:
+            self._polled = coerce_messages(messages, poll)
+        except InvalidValueError as exc:
+            self._polled = []
+            self._failure = exc
+            self._fire("fail")
+            return self._take()
         if not self._polled and self._abort_if_signalled():
             return self._take()  # polled messages are kept: they start the (aborted) turn
-        self._fire("steering_polled")
-        return self._take()
-
-    def follow_up_polled(self, messages: Iterable[AgentMessage] | None) -> Step:
-        self._check("follow_up_polled")
-        self._polled = list(messages) if messages else []
-        if not self._polled and self._abort_if_signalled():
-            return self._take()
-        self._fire("follow_up_polled")
+        self._fire(trigger)
         return self._take()
 
     def stream_update(self, event: Any) -> MessageUpdateEvent | None:
         """The hot path of ``stream_event``: for a ``*_start/_delta/_end`` event of a started
         message, the ``message_update`` to emit; None for anything else (feed that to
-        :meth:`stream_event`). Saves building a :class:`Step` per delta."""
-        if (
-            self._message_started
-            and event.type in _STREAM_UPDATE_TYPES
-            and self._handle.state == "streaming"
-        ):
-            self._partial = event.partial
-            return MessageUpdateEvent(message=event.partial, assistant_message_event=event)
+        :meth:`stream_event`, which also reports what is wrong with a malformed event). Saves
+        building a :class:`Step` per delta."""
+        try:
+            if (
+                self._message_started
+                and event.type in _STREAM_UPDATE_TYPES
+                and self._handle.state == "streaming"
+                and isinstance(event.partial, AssistantMessage)
+            ):
+                self._partial = event.partial
+                return MessageUpdateEvent(message=event.partial, assistant_message_event=event)
+        except (AttributeError, TypeError):  # not an event: stream_event says so
+            pass
         return None
 
     def stream_event(self, event: Any) -> Step:
-        """Feed one event from the stream function (the hot path: no transition per delta)."""
+        """Feed one event from the stream function (no transition per delta).
+
+        An object that is not a stream event (no str ``type``) raises
+        :class:`MachineInputError` and changes nothing (the driver turns it into a failure of
+        the stream function). An event of an unknown type, an update whose ``partial`` is not
+        an :class:`AssistantMessage`, and a ``done``/``error`` event whose message is not a
+        valid final assistant message fail the run, with an error saying what the stream
+        function did wrong."""
         if self._handle.state != "streaming":
             self._check("stream_event")
-        kind = event.type
-        if kind in _STREAM_UPDATE_TYPES:
+        try:
+            kind = event.type
+        except Exception:
+            kind = None
+        if not isinstance(kind, str):
+            raise MachineInputError(
+                "stream_event",
+                "streaming",
+                self.accepted_inputs(),
+                f"Stream function yielded {describe_value(event)}, which is not a stream event "
+                f"(an object whose type is 'start', a *_start/_delta/_end type, 'done' or "
+                f"'error')",
+            )
+        if kind in _STREAM_UPDATE_TYPES or kind == "start":
+            partial = getattr(event, "partial", None)
+            if not isinstance(partial, AssistantMessage):
+                return self._stream_failed(
+                    f"Stream function yielded a {kind!r} event whose partial is "
+                    f"{describe_value(partial)}; expected an AssistantMessage"
+                )
+            if kind == "start":
+                if not self._message_started:
+                    self._message_started = True
+                    self._partial = partial
+                    return Step([MessageStartEvent(message=partial)], [])
+                return Step([], [])
             if self._message_started:
-                self._partial = event.partial
+                self._partial = partial
                 return Step(
-                    [MessageUpdateEvent(message=event.partial, assistant_message_event=event)], []
+                    [MessageUpdateEvent(message=partial, assistant_message_event=event)], []
                 )
             return Step([], [])  # deltas before `start` are dropped
-        if kind == "start":
-            if not self._message_started:
-                self._message_started = True
-                self._partial = event.partial
-                return Step([MessageStartEvent(message=event.partial)], [])
-            return Step([], [])
-        if kind == "done":
-            self._final = event.message
-        elif kind == "error":
-            self._final = event.error
-        else:
-            self._failure = TypeError(f"Stream function yielded an unknown event type: {kind!r}")
-            self._fire("fail")
+        if kind == "done" or kind == "error":
+            try:
+                final = check_terminal_message(
+                    kind, getattr(event, "message" if kind == "done" else "error", None)
+                )
+            except InvalidValueError as exc:
+                return self._stream_failed(str(exc))
+            self._final = final
+            self._fire("model_finished")
             return self._take()
-        self._fire("model_finished")
+        return self._stream_failed(f"Stream function yielded an unknown event type: {kind!r}")
+
+    def _stream_failed(self, text: str) -> Step:
+        self._failure = InvalidValueError(text)
+        self._fire("fail")
         return self._take()
 
     def stream_exhausted(self) -> Step:
@@ -414,12 +494,24 @@ class LoopMachine:
         return self._take()
 
     def tool_update(self, index: int, partial: AgentToolResult) -> Step:
+        """The running tool call ``index`` reported a partial result: a
+        ``tool_execution_update`` (nothing once the call settled). A partial that is not an
+        :class:`AgentToolResult` (or a dict that validates as one) raises
+        :class:`MachineInputError`."""
         self._check("tool_update")
-        c = self._calls[index]
+        c = self._call_at("tool_update", index)
         if c.stage != _RUNNING:
             return Step([], [])
         if not isinstance(partial, AgentToolResult):
-            partial = AgentToolResult.model_validate(partial)
+            try:
+                partial = AgentToolResult.model_validate(partial)
+            except ValidationError as exc:
+                raise self._bad_input(
+                    "tool_update",
+                    f"tool_update: the partial result of tool call #{index} is "
+                    f"{describe_value(partial)}; expected an AgentToolResult "
+                    f"({pydantic_problems(exc)})",
+                ) from None
         return Step(
             [
                 ToolExecutionUpdateEvent(
@@ -435,13 +527,26 @@ class LoopMachine:
     def tool_finished(
         self, index: int, result: Any = None, error: BaseException | None = None
     ) -> Step:
-        """A tool's ``execute`` returned ``result`` or raised ``error``."""
+        """The tool call ``index`` (the ``ExecuteTool`` effect's index) returned ``result`` or
+        raised ``error``. ``result`` is an :class:`AgentToolResult` or a dict that validates as
+        one; anything else becomes an error result naming the tool. Finishing a call that is not
+        running raises :class:`MachineInputError`."""
         self._check("tool_finished")
-        c = self._calls[index]
+        c = self._call_at("tool_finished", index)
         if c.stage != _RUNNING:
-            raise MachineError(f"tool call #{index} ({c.call.name}) is not running")
+            raise self._bad_input(
+                "tool_finished",
+                f"tool_finished: tool call #{index} ({c.call.name}) is not running "
+                f"(it {_STAGE_TEXT[c.stage]}); only a call handed out by an ExecuteTool effect "
+                f"can finish, once",
+            )
+        if error is not None and not isinstance(error, BaseException):
+            raise self._bad_input(
+                "tool_finished",
+                f"tool_finished: error must be an exception, not {describe_value(error)}",
+            )
         if error is not None:
-            c.result, c.is_error = error_result(_exc_text(error)), True
+            c.result, c.is_error = error_result(exc_text(error)), True
         else:
             try:
                 c.result = _as_result(result, c.call.name)
@@ -465,41 +570,52 @@ class LoopMachine:
         return self._take()
 
     def hook_returned(self, value: Any = None, index: int | None = None) -> Step:
+        """The hook the machine asked for (a :class:`CallHook` effect) returned ``value``;
+        ``index`` is the effect's index for tool hooks.
+
+        A value of the wrong kind is the hook's mistake, not a stepping one: for
+        ``before_tool_call``/``after_tool_call`` it becomes that call's error result, for
+        ``prepare_next_turn``/``should_stop_after_turn`` a failure of the run; either way the
+        text names the hook and what was wrong."""
         self._check("hook_returned")
         state = self._handle.state
         if state == "turn_end":
-            self._after_turn_hook(value)
-        elif state == "preparing_tools":
-            c = self._hook_call(index, _BEFORE)
+            return self._after_turn_hook(value)
+        if state == "preparing_tools":
+            c = self._hook_call("hook_returned", index, _BEFORE)
             try:
-                blocked = _before_result(value)
-            except Exception as exc:
-                blocked = _exc_text(exc)
+                before = check_before_result(value)
+            except InvalidValueError as exc:
+                blocked: str | None = str(exc)
+            else:
+                blocked = None
+                if before is not None and before.block:
+                    blocked = before.reason or BLOCKED_TEXT
             if blocked is not None:
                 self._settle_immediate(c, blocked)
             else:
                 c.stage = _PREPARED
             self._prepare_more()
         else:
-            c = self._hook_call(index, _AFTER)
+            c = self._hook_call("hook_returned", index, _AFTER)
             try:
                 assert c.result is not None
-                c.result, c.is_error = merge_after(c.result, c.is_error, value)
+                c.result, c.is_error = merge_after(c.result, c.is_error, check_after_result(value))
             except Exception as exc:
-                c.result, c.is_error = error_result(_exc_text(exc)), True
+                c.result, c.is_error = error_result(exc_text(exc)), True
             self._complete(c)
         return self._take()
 
     def hook_failed(self, error: BaseException, index: int | None = None) -> Step:
-        """A tool hook raised: that call's result becomes an error (SPEC §3.2)."""
+        """A tool hook raised: that call's result becomes an error with the exception's text."""
         self._check("hook_failed")
         if self._handle.state == "preparing_tools":
-            c = self._hook_call(index, _BEFORE)
-            self._settle_immediate(c, _exc_text(error))
+            c = self._hook_call("hook_failed", index, _BEFORE)
+            self._settle_immediate(c, exc_text(error))
             self._prepare_more()
         else:
-            c = self._hook_call(index, _AFTER)
-            c.result, c.is_error = error_result(_exc_text(error)), True
+            c = self._hook_call("hook_failed", index, _AFTER)
+            c.result, c.is_error = error_result(exc_text(error)), True
             self._complete(c)
         return self._take()
 
@@ -507,25 +623,44 @@ class LoopMachine:
         """The events of the turn's end were delivered (answers a :class:`Proceed` effect)."""
         self._check("proceed")
         if self._turn_stage != "proceed":
-            raise MachineError("proceed() was fed but the machine did not ask for it")
+            raise self._bad_input(
+                "proceed", "proceed: the machine did not ask for it (no Proceed effect is pending)"
+            )
         self._turn_stage = ""
         if not self._abort_if_signalled():
             self._fire("turn_closed")
         return self._take()
 
     def abort(self) -> Step:
-        """The abort signal fired: end the run now, losing nothing (SPEC §4)."""
+        """The abort signal fired: end the run now, losing nothing (see the loop guide)."""
         self._check("abort")
         self._aborted = True
         self._fire("abort")
         return self._take()
 
     def fail(self, error: BaseException) -> Step:
-        """A failure (SPEC §5): a hook, poll, stream function or emit raised ``error``."""
+        """A failure: a hook, poll, stream function or emit raised ``error`` (its text becomes
+        the failure message's ``error_message``)."""
         self._check("fail")
         self._failure = error
         self._fire("fail")
         return self._take()
+
+    def _bad_input(self, name: str, problem: str) -> MachineInputError:
+        state = self._handle.state
+        return MachineInputError(name, state, self.declaration.accepted_inputs(state), problem)
+
+    def _call_at(self, name: str, index: Any) -> _Call:
+        calls = self._calls
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(calls):
+            raise self._bad_input(
+                name,
+                f"{name}: {describe_value(index)} names no tool call; pass the int index of an "
+                f"ExecuteTool/CallHook effect (0 to {len(calls) - 1})"
+                if calls
+                else f"{name}: {describe_value(index)} names no tool call; this turn has none",
+            )
+        return calls[index]
 
     # --- engine -----------------------------------------------------------------------------
 
@@ -693,12 +828,6 @@ class LoopMachine:
         else:
             self._ask_should_stop()
 
-    def _enter_stopped(self) -> None:
-        try:
-            self._machine.remove_model(self._handle)
-        except ValueError:  # pragma: no cover - already removed
-            pass
-
     # --- tools ------------------------------------------------------------------------------
 
     def _prepare_more(self) -> None:
@@ -727,7 +856,7 @@ class LoopMachine:
                 except ToolCallRejected as exc:
                     self._settle_immediate(c, str(exc))
                 except Exception as exc:
-                    self._settle_immediate(c, _exc_text(exc))
+                    self._settle_immediate(c, exc_text(exc))
                 else:
                     if self.config.before_tool_call is not None:
                         assert self._final is not None
@@ -748,10 +877,16 @@ class LoopMachine:
                 break
         self._fire("tools_prepared")
 
-    def _hook_call(self, index: int | None, stage: int) -> _Call:
-        if index is None or not 0 <= index < len(self._calls) or self._calls[index].stage != stage:
-            raise MachineError(f"no tool call #{index} is waiting for a hook")
-        return self._calls[index]
+    def _hook_call(self, name: str, index: Any, stage: int) -> _Call:
+        c = self._call_at(name, index)
+        if c.stage != stage:
+            hook = "before_tool_call" if stage == _BEFORE else "after_tool_call"
+            raise self._bad_input(
+                name,
+                f"{name}: tool call #{index} ({c.call.name}) is not waiting for {hook} "
+                f"(it {_STAGE_TEXT[c.stage]})",
+            )
+        return c
 
     def _settle_immediate(self, c: _Call, text: str) -> None:
         c.result, c.is_error, c.stage = error_result(text), True, _DONE
@@ -818,14 +953,15 @@ class LoopMachine:
             self._turn_stage = "proceed"
             self._effects.append(Proceed())
 
-    def _after_turn_hook(self, value: Any) -> None:
+    def _after_turn_hook(self, value: Any) -> Step:
         if self._turn_stage == "prepare":
-            if value is not None:
-                update = (
-                    value
-                    if isinstance(value, AgentLoopTurnUpdate)
-                    else AgentLoopTurnUpdate(**value)
-                )
+            try:
+                update = check_turn_update(value)
+            except InvalidValueError as exc:
+                self._failure = exc
+                self._fire("fail")
+                return self._take()
+            if update is not None:
                 if update.context is not None:
                     self.context = update.context.copy()
                 if update.model is not None:
@@ -834,15 +970,22 @@ class LoopMachine:
                     self.reasoning = (
                         None if update.thinking_level == "off" else update.thinking_level
                     )
-            if self._abort_if_signalled():
-                return
-            self._ask_should_stop()
+            if not self._abort_if_signalled():
+                self._ask_should_stop()
         elif self._turn_stage == "should_stop":
-            self._stop_requested = bool(value)
+            try:
+                self._stop_requested = check_should_stop(value)
+            except InvalidValueError as exc:
+                self._failure = exc
+                self._fire("fail")
+                return self._take()
             if not self._abort_if_signalled():
                 self._fire("turn_closed")
         else:
-            raise MachineError("hook_returned() was fed but no hook is running after the turn")
+            raise self._bad_input(
+                "hook_returned", "hook_returned: no hook is running after the turn"
+            )
+        return self._take()
 
     def _tool_results(self) -> list[ToolResultMessage]:
         return [c.message for c in self._calls if c.message is not None]
@@ -915,7 +1058,9 @@ class LoopMachine:
                     tool_call_id=c.call.id, tool_name=c.call.name, result=c.result, is_error=True
                 )
             )
-        for c in self._calls:
+            if not self._parallel:  # sequential: each call's result pair before the next call
+                self._send_result_message(c)
+        for c in self._calls:  # parallel: the result pairs after every end, in source order
             if c.message is None:
                 self._send_result_message(c)
         self._cursor = len(self._calls)
@@ -942,7 +1087,7 @@ class LoopMachine:
         aborted = self._aborted or self._signal_fired()
         stop: Literal["aborted", "error"] = "aborted" if aborted else "error"
         if self._failure is not None:
-            text = _exc_text(self._failure)
+            text = exc_text(self._failure)
         else:
             text = REQUEST_ABORTED
         if partial is not None:
@@ -986,11 +1131,6 @@ def _json_copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def _exc_text(exc: BaseException) -> str:
-    text = str(exc)
-    return text if text else type(exc).__name__
-
-
 def _as_result(value: Any, tool_name: str) -> AgentToolResult:
     if isinstance(value, AgentToolResult):
         return value
@@ -1008,17 +1148,6 @@ def _as_result(value: Any, tool_name: str) -> AgentToolResult:
     raise TypeError(
         f"Tool {tool_name} returned {type(value).__name__}; expected an AgentToolResult"
     )
-
-
-def _before_result(value: Any) -> str | None:
-    """The block reason of a ``before_tool_call`` return value, or None when not blocked."""
-    if value is None:
-        return None
-    if not isinstance(value, BeforeToolCallResult):
-        value = BeforeToolCallResult.model_validate(value)
-    if not value.block:
-        return None
-    return value.reason or BLOCKED_TEXT
 
 
 def _tool_mode(tools: list[AgentTool], name: str) -> str | None:

@@ -426,12 +426,14 @@ async def test_abort_while_a_sequential_tool_runs() -> None:
     )
     assert r.summary() == [
         *TOOL_HEAD,
+        # sequential: each call's result pair comes before the next call starts, also when
+        # the abort answers the remaining calls
         "tool_execution_start:c1",
         "tool_execution_end:c1:error",
-        "tool_execution_start:c2",
-        "tool_execution_end:c2:error",
         "message_start:toolResult:c1",
         "message_end:toolResult:c1",
+        "tool_execution_start:c2",
+        "tool_execution_end:c2:error",
         "message_start:toolResult:c2",
         "message_end:toolResult:c2",
         "turn_end",
