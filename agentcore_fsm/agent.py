@@ -48,6 +48,7 @@ from typing import Any, Literal, TypeAlias, get_args
 import anyio
 import trio
 
+from . import driver
 from .abort import AbortController, AbortSignal
 from .boundary import coerce_messages
 from .config import AgentContext, AgentLoopConfig, StreamFn
@@ -325,6 +326,26 @@ def _as_prompts(
     return prompts
 
 
+async def _deliver_shielded(
+    listeners: Sequence[_Subscription], event: Any, signal: AbortSignal
+) -> None:
+    """Hand ``event`` to ``listeners`` although the run is being cancelled: shielded, within
+    the loop's grace period for closing a cancelled run; errors are logged."""
+    with anyio.CancelScope(shield=True) as scope:
+        scope.deadline = anyio.current_time() + driver.CLOSE_GRACE_S
+        for entry in listeners:
+            try:
+                result = entry.listener(event, signal)
+                if result is not None and inspect.isawaitable(result):
+                    await result
+            except Exception:
+                logger.exception("a listener raised on %s while the run was cancelled", event.type)
+            except anyio.get_cancelled_exc_class():
+                return  # the grace period is over
+            except BaseException:
+                logger.exception("a listener raised on %s while the run was cancelled", event.type)
+
+
 def _answer_dangling_calls(messages: list[AgentMessage]) -> None:
     """Answer, with ``Operation aborted``, every tool call of the transcript's last answerable
     assistant message that has no result: the transcript stays valid for the next run even
@@ -589,7 +610,9 @@ class Agent:
         assert controller is not None
         signal = controller.signal
         first: Exception | None = None
-        for entry in tuple(self._listeners):
+        interrupt: BaseException | None = None
+        listeners = tuple(self._listeners)
+        for i, entry in enumerate(listeners):
             try:
                 result = entry.listener(event, signal)
                 if result is not None and inspect.isawaitable(result):
@@ -602,6 +625,16 @@ class Agent:
                         "another listener also raised on %s; only the first one counts",
                         event.type,
                     )
+            except anyio.get_cancelled_exc_class():
+                # cancelled from outside: the later listeners still get this event, so that
+                # every listener sees the same, well-formed run (the loop then closes it)
+                await _deliver_shielded(listeners[i + 1 :], event, signal)
+                raise
+            except BaseException as exc:  # KeyboardInterrupt & co: the others still get it
+                if interrupt is None:
+                    interrupt = exc
+        if interrupt is not None:
+            raise interrupt
         if first is not None:
             # the driver turns this into a run failure (or logs it while the run is ending)
             raise first

@@ -126,6 +126,12 @@ def _coerce_one(value: Any, what: str, where: str) -> AgentMessage:
             f"role attribute)"
         )
     if is_message(value):
+        if isinstance(value, AssistantMessage) and value.stop_reason not in FINAL_STOP_REASONS:
+            raise InvalidValueError(
+                f"{what} {where}is an AssistantMessage with stop_reason "
+                f"{value.stop_reason!r}; a message in a transcript has a final stop reason "
+                f"(stop, length, toolUse, error or aborted)"
+            )
         return value
     raise InvalidValueError(
         f"{what} {where}is {describe_value(value)}; expected a message (a UserMessage, "
@@ -157,10 +163,12 @@ def check_message_list(value: Any, what: str) -> list[AgentMessage]:
             f"{what} returned {describe_value(value)}; expected a list of messages"
         )
     for i, item in enumerate(value):
-        if not is_message(item):
+        if not is_message(item) or (
+            isinstance(item, AssistantMessage) and item.stop_reason not in FINAL_STOP_REASONS
+        ):
             raise InvalidValueError(
                 f"{what} returned a list whose item {i} is {describe_value(item)}; expected "
-                f"a message"
+                f"a message (an assistant message with a final stop reason)"
             )
     return list(value)
 
@@ -210,7 +218,16 @@ def check_terminal_message(kind: str, message: Any) -> AssistantMessage:
             f"{message.stop_reason!r}; expected one of stop, length, toolUse, error, aborted"
         )
     if message.stop_reason in ("error", "aborted"):
-        return message  # its tool calls are never executed nor answered
+        # its tool calls are never executed nor answered; it always says what went wrong
+        if not isinstance(message.error_message, str) or not message.error_message:
+            text = (
+                "Request was aborted"
+                if message.stop_reason == "aborted"
+                else "The stream function reported an error without an error message"
+            )
+            fixed: AssistantMessage = message.model_copy(update={"error_message": text})
+            return fixed
+        return message
     content = message.content
     if not isinstance(content, list):
         raise InvalidValueError(

@@ -38,6 +38,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -66,6 +67,7 @@ from .machine import (
     MachineInputError,
     PollFollowUp,
     PollSteering,
+    PrepareArguments,
     Proceed,
     Step,
     TransitionRecord,
@@ -234,6 +236,9 @@ class _Driver:
         if self._interrupt is not None:
             interrupt, self._interrupt = self._interrupt, None
             raise interrupt
+        # a cancellation requested while the run went on without a checkpoint is delivered
+        # here, not after the caller has moved on
+        await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def _close_after_cancel(self) -> None:
         m = self.m
@@ -319,6 +324,16 @@ class _Driver:
             return await self._call_model(main)
         if isinstance(main, Proceed):
             return self.m.proceed()
+        if isinstance(main, PrepareArguments):
+            prepare: Any = main.tool.prepare_arguments
+            try:
+                value = prepare(main.raw)
+            except Exception as exc:
+                return self.m.arguments_prepared(main.index, error=exc)
+            except BaseException as exc:
+                self._interrupted(exc)
+                return Step()
+            return self.m.arguments_prepared(main.index, value)
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:

@@ -93,6 +93,7 @@ __all__ = [
     "MachineInputError",
     "PollFollowUp",
     "PollSteering",
+    "PrepareArguments",
     "Proceed",
     "Step",
     "TransitionRecord",
@@ -171,6 +172,16 @@ class CallHook:
 
 
 @dataclass(slots=True)
+class PrepareArguments:
+    """Call ``tool.prepare_arguments(raw)`` (a copy of the call's arguments); feed
+    ``arguments_prepared(index, value)`` or ``arguments_prepared(index, error=exc)``."""
+
+    index: int
+    tool: AgentTool
+    raw: Any
+
+
+@dataclass(slots=True)
 class ExecuteTool:
     """Run ``tool.execute(tool_call.id, args, signal, on_update)``; feed ``tool_update(index,
     partial)`` for updates and ``tool_finished(index, result=...)`` or ``(index, error=...)``."""
@@ -191,7 +202,9 @@ class Proceed:
     ``emit`` during the turn's closing events still counts (SPEC §4, §5)."""
 
 
-Effect = PollSteering | PollFollowUp | CallModel | CallHook | ExecuteTool | Proceed
+Effect = (
+    PollSteering | PollFollowUp | CallModel | CallHook | PrepareArguments | ExecuteTool | Proceed
+)
 
 
 @dataclass(slots=True)
@@ -214,9 +227,10 @@ class TransitionRecord:
 
 # --- per-call bookkeeping -------------------------------------------------------------------
 
-_NEW, _BEFORE, _PREPARED, _RUNNING, _AFTER, _DONE = range(6)
+_NEW, _PREPARING, _BEFORE, _PREPARED, _RUNNING, _AFTER, _DONE = range(7)
 _STAGE_TEXT = {
     _NEW: "has not started",
+    _PREPARING: "waits for prepare_arguments",
     _BEFORE: "waits for before_tool_call",
     _PREPARED: "is prepared, not yet executing",
     _RUNNING: "is running",
@@ -619,6 +633,21 @@ class LoopMachine:
             self._complete(c)
         return self._take()
 
+    def arguments_prepared(
+        self, index: int, value: Any = None, error: BaseException | None = None
+    ) -> Step:
+        """A tool's ``prepare_arguments`` (asked for by a :class:`PrepareArguments` effect)
+        returned ``value`` — which is then validated — or raised ``error`` (the call's result
+        becomes an error with its text)."""
+        self._check("arguments_prepared")
+        c = self._hook_call("arguments_prepared", index, _PREPARING)
+        if error is not None:
+            self._settle_immediate(c, exc_text(error))
+        else:
+            self._validate(c, value)
+        self._prepare_more()
+        return self._take()
+
     def proceed(self) -> Step:
         """The events of the turn's end were delivered (answers a :class:`Proceed` effect)."""
         self._check("proceed")
@@ -850,37 +879,60 @@ class LoopMachine:
                     # a copy: prepare_arguments, before_tool_call and the tool may mutate
                     # the arguments; the assistant message's tool call must not change
                     raw: Any = _json_copy(c.call.arguments)
-                    if tool.prepare_arguments is not None:
-                        raw = tool.prepare_arguments(raw)
-                    c.tool, c.args = tool, validate_arguments(tool, raw)
                 except ToolCallRejected as exc:
                     self._settle_immediate(c, str(exc))
                 except Exception as exc:
                     self._settle_immediate(c, exc_text(exc))
                 else:
-                    if self.config.before_tool_call is not None:
-                        assert self._final is not None
-                        c.stage = _BEFORE
-                        ctx = BeforeToolCallContext(
-                            assistant_message=self._final,
-                            tool_call=c.call,
-                            args=c.args,
-                            context=self.context,
-                        )
-                        self._effects.append(CallHook("before_tool_call", ctx, c.index))
+                    c.tool = tool
+                    if tool.prepare_arguments is not None:
+                        # user code: the driver calls it (an effect), the core stays pure
+                        c.stage = _PREPARING
+                        self._effects.append(PrepareArguments(c.index, tool, raw))
                         return
-                    c.stage = _PREPARED
-            elif c.stage == _BEFORE:
+                    if self._validate(c, raw):
+                        return
+            elif c.stage == _BEFORE or c.stage == _PREPARING:
                 return
             self._cursor += 1
             if not self._parallel and c.stage == _PREPARED:
                 break
         self._fire("tools_prepared")
 
+    def _validate(self, c: _Call, raw: Any) -> bool:
+        """Validate a call's arguments; then ask for ``before_tool_call`` (True: paused until
+        it returns) or mark the call prepared. A rejected call is settled with its error."""
+        assert c.tool is not None
+        try:
+            c.args = validate_arguments(c.tool, raw)
+        except ToolCallRejected as exc:
+            self._settle_immediate(c, str(exc))
+            return False
+        except Exception as exc:
+            self._settle_immediate(
+                c, f'Validation failed for tool "{c.call.name}": {exc_text(exc)}'
+            )
+            return False
+        if self.config.before_tool_call is not None:
+            assert self._final is not None
+            c.stage = _BEFORE
+            ctx = BeforeToolCallContext(
+                assistant_message=self._final,
+                tool_call=c.call,
+                args=c.args,
+                context=self.context,
+            )
+            self._effects.append(CallHook("before_tool_call", ctx, c.index))
+            return True
+        c.stage = _PREPARED
+        return False
+
     def _hook_call(self, name: str, index: Any, stage: int) -> _Call:
         c = self._call_at(name, index)
         if c.stage != stage:
-            hook = "before_tool_call" if stage == _BEFORE else "after_tool_call"
+            hook = {_BEFORE: "before_tool_call", _PREPARING: "prepare_arguments"}.get(
+                stage, "after_tool_call"
+            )
             raise self._bad_input(
                 name,
                 f"{name}: tool call #{index} ({c.call.name}) is not waiting for {hook} "

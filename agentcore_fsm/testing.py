@@ -23,10 +23,35 @@ events around it.
 
 * ``R1.*`` to ``R5.*`` are the five rules of SPEC §3.3, split into one id per way of breaking
   them (``R1.first`` "agent_start is the first event", ``R2.nested_turn`` "turns never nest", ...).
+* ``R3.not_a_message``: a ``message_start``/``message_end`` carries a message: a
+  :class:`~agentcore_fsm.UserMessage`, :class:`~agentcore_fsm.AssistantMessage` or
+  :class:`~agentcore_fsm.ToolResultMessage`, or a custom message (an object with a string
+  ``role`` attribute; in the JSON form of a recording, a dict with a string ``"role"``). A string,
+  ``None``, a number or a dict without a role is not a message (a steering poll that returns
+  ``"hello"`` instead of a list of messages would otherwise inject five one-letter "messages").
+  A message with the role "assistant" must be an :class:`~agentcore_fsm.AssistantMessage`.
+* ``R4.sequential_order`` and ``R4.parallel_results_after_ends`` check the order of a tool batch
+  in its execution mode, which the events alone cannot tell: they are checked only when the mode
+  is given (the ``tool_execution`` and ``sequential_tools`` keywords of :func:`check_run`,
+  :func:`check_events`, :meth:`EventRecorder.check` and :class:`GrammarChecker`;
+  :func:`run_checked` derives both from the run's config and tools). A batch is sequential when
+  ``tool_execution="sequential"`` or one of its calls names a tool of ``sequential_tools`` (the
+  tools with ``execution_mode="sequential"``); otherwise it is parallel when
+  ``tool_execution="parallel"``, and unchecked when ``tool_execution`` is ``None``.
+
+  - Sequential: calls run one after another, each finished through its result message pair
+    before the next starts, also when an abort or a failure answers the remaining calls: no
+    ``tool_execution_start`` while an earlier call of the batch has no result message yet.
+  - Parallel: every call is started (and immediate errors ended) in source order, the prepared
+    calls run concurrently, and the result messages follow in source order once all have ended:
+    no result message while a started call has no ``tool_execution_end``, and no
+    ``tool_execution_start`` after a result message. The calls of a "length" message are never
+    executed (each gets its start, end and error result in turn), so this rule skips them.
 * ``T.*`` are transcript invariants stated elsewhere in the SPEC: ``turn_end.tool_results`` is
   the turn's results in source order (§3.2), a result message carries the result of its
   ``tool_execution_end``, tool calls start and are answered in source order, an assistant message
-  ends with a final stop reason, and ``agent_end.reason`` agrees with the last assistant message.
+  ends with a final stop reason ("stop", "length", "toolUse", "error" or "aborted"), and
+  ``agent_end.reason`` agrees with the last assistant message.
 * ``C.*`` check a context handed to the model (an :class:`~agentcore_fsm.LlmContext` or its
   message list): every tool call of an answerable assistant message (stop reason "toolUse",
   "stop" or "length") is answered by exactly one tool result, right after it and before any other
@@ -57,8 +82,9 @@ from .config import AgentContext, AgentLoopConfig, LlmContext, StreamFn
 from .driver import run_agent_loop, run_agent_loop_continue
 from .events import AGENT_EVENT_ADAPTER
 from .machine import TransitionRecord
-from .messages import AgentMessage, AssistantMessage, ToolCall
+from .messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from .providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
+from .tools import AgentTool, ToolExecutionMode
 
 __all__ = [
     "RULES",
@@ -77,6 +103,7 @@ __all__ = [
     "faux_response",
     "faux_tool_call",
     "run_checked",
+    "sequential_tool_names",
 ]
 
 RULES: dict[str, str] = {
@@ -98,6 +125,10 @@ RULES: dict[str, str] = {
     "R3.interleaved": "only message_update may come between a message_start and its message_end",
     "R3.update_outside": "message_update only between an assistant message's start and end",
     "R3.unclosed_message": "every message_start is followed by its message_end",
+    "R3.not_a_message": (
+        "message_start/message_end carry a message (a library message, or a custom one with a "
+        "string role); an assistant-role message is an AssistantMessage"
+    ),
     # rule 4
     "R4.unknown_call": "tool_execution_start names a call of the turn's ended assistant message",
     "R4.call_mismatch": "tool events carry the call's tool name (and start its raw arguments)",
@@ -109,6 +140,14 @@ RULES: dict[str, str] = {
     "R4.result_twice": "a call gets exactly one result message pair",
     "R4.orphan_result": "after the assistant message, a turn holds only results of its calls",
     "R4.unfinished": "a started tool call ends and gets its result message inside its turn",
+    "R4.sequential_order": (
+        "in sequential mode each call's tool_execution_end is followed by its result message "
+        "pair before the next call's tool_execution_start"
+    ),
+    "R4.parallel_results_after_ends": (
+        "in parallel mode the batch's result messages come after every call's "
+        "tool_execution_start and tool_execution_end"
+    ),
     # rule 5
     "R5.agent_end_messages": "agent_end.messages equals every message created by the run, in order",
     "R5.returned": "the messages returned by the run equal agent_end.messages",
@@ -118,7 +157,10 @@ RULES: dict[str, str] = {
     "T.source_order": "tool calls start, and their result messages follow, in source order",
     "T.result_mismatch": "a result message carries its tool_execution_end's result and is_error",
     "T.turn_end_results": "turn_end.tool_results is the turn's result messages in source order",
-    "T.final_stop_reason": "an assistant message ends with a final stop reason (not 'pending')",
+    "T.final_stop_reason": (
+        "an assistant message ends with a final stop reason (stop, length, toolUse, error or "
+        "aborted)"
+    ),
     "T.end_reason": "agent_end.reason agrees with the last turn's assistant message",
     # model contexts
     "C.unanswered_call": "a model context answers every call of an answerable assistant message",
@@ -127,6 +169,8 @@ RULES: dict[str, str] = {
 }
 
 ANSWERABLE = frozenset({"toolUse", "stop", "length"})
+FINAL_STOP_REASONS = frozenset({"stop", "length", "toolUse", "error", "aborted"})
+_LIBRARY_MESSAGES = (UserMessage, AssistantMessage, ToolResultMessage)
 _WINDOW = 4
 
 
@@ -158,8 +202,20 @@ def _role(message: Any) -> Any:
     return getattr(message, "role", None)
 
 
+def _is_message(message: Any) -> bool:
+    """A message of this library, or a custom one: an object with a string ``role`` (a dict
+    with a string ``"role"`` in the JSON form of a recording)."""
+    if isinstance(message, _LIBRARY_MESSAGES):
+        return True
+    return isinstance(_role(message), str)
+
+
 def _message_label(message: Any) -> str:
     role = _role(message)
+    if not isinstance(role, str):
+        text = repr(message)
+        text = text if len(text) <= 40 else text[:37] + "..."
+        return f"not a message: {type(message).__name__} {text}"
     if role == "toolResult":
         return f"toolResult {getattr(message, 'tool_call_id', '?')}"
     if role == "assistant" and isinstance(message, AssistantMessage):
@@ -229,6 +285,7 @@ class _Turn:
     last_started: int = -1
     last_result: int = -1
     results: list[Any] = field(default_factory=list)
+    mode: ToolExecutionMode | None = None  # the batch's checked execution mode
 
 
 @dataclass
@@ -248,9 +305,27 @@ class GrammarChecker:
     ``feed`` raises :class:`GrammarViolation` at the first broken rule, so the grammar of a run
     can be checked as it goes (``close`` checks what only the end can tell). Once a violation has
     been raised the checker is spent.
+
+    ``tool_execution`` (the run's ``AgentLoopConfig.tool_execution``) and ``sequential_tools``
+    (the names of the tools with ``execution_mode="sequential"``) give each tool batch its mode,
+    checked by ``R4.sequential_order`` and ``R4.parallel_results_after_ends``;
+    ``tool_execution=None`` leaves every batch without a sequential tool unchecked.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        tool_execution: ToolExecutionMode | None = None,
+        sequential_tools: Iterable[str] = (),
+    ) -> None:
+        if tool_execution not in (None, "parallel", "sequential"):
+            raise ValueError(
+                f"tool_execution must be 'parallel', 'sequential' or None, not {tool_execution!r}"
+            )
+        if isinstance(sequential_tools, str):
+            raise TypeError("sequential_tools is a collection of tool names, not one string")
+        self.tool_execution: ToolExecutionMode | None = tool_execution
+        self.sequential_tools: frozenset[str] = frozenset(sequential_tools)
         self.events: list[Any] = []
         self.turns = 0
         self.created: list[AgentMessage] = []
@@ -416,9 +491,20 @@ class GrammarChecker:
             raise self._fail("R2.outside_turn", f"{kind} outside a turn")
         return self._turn
 
+    def _check_is_message(self, kind: str, message: Any) -> None:
+        if not _is_message(message):
+            raise self._fail("R3.not_a_message", f"{kind} carries {_message_label(message)}")
+        if _role(message) == "assistant" and not isinstance(message, AssistantMessage):
+            raise self._fail(
+                "R3.not_a_message",
+                f"{kind} carries a {type(message).__name__} with the role 'assistant', "
+                "not an AssistantMessage",
+            )
+
     def _on_message_start(self, event: Any) -> None:
         turn = self._need_turn("message_start")
         message = event.message
+        self._check_is_message("message_start", message)
         role = _role(message)
         if role == "assistant":
             turn.assistant_count += 1
@@ -453,6 +539,13 @@ class GrammarChecker:
             raise self._fail(
                 "T.result_mismatch", f"result of {call_id} differs from its tool_execution_end"
             )
+        if turn.mode == "parallel":
+            running = [s.call.id for s in turn.calls.values() if s.started and not s.ended]
+            if running:
+                raise self._fail(
+                    "R4.parallel_results_after_ends",
+                    f"result of {call_id} while {', '.join(running)} has no tool_execution_end",
+                )
 
     def _on_message_update(self, event: Any) -> None:
         self._need_turn("message_update")
@@ -461,10 +554,11 @@ class GrammarChecker:
 
     def _on_message_end(self, event: Any) -> None:
         turn = self._need_turn("message_end")
+        message = event.message
+        self._check_is_message("message_end", message)
         if self._open is None:
             raise self._fail("R3.end_unopened", "message_end without a message_start")
         started = self._open[1]
-        message = event.message
         role = _role(message)
         if role != _role(started) or (role != "assistant" and message != started):
             raise self._fail(
@@ -475,17 +569,31 @@ class GrammarChecker:
         self._open = None
         self.created.append(message)
         if role == "assistant":
-            if getattr(message, "stop_reason", None) == "pending":
-                raise self._fail("T.final_stop_reason", "the assistant message ended 'pending'")
+            if message.stop_reason not in FINAL_STOP_REASONS:
+                raise self._fail(
+                    "T.final_stop_reason", f"the assistant message ended {message.stop_reason!r}"
+                )
             turn.assistant = message
             turn.assistant_ended = True
-            calls = message.tool_calls() if isinstance(message, AssistantMessage) else []
+            calls = message.tool_calls()
             turn.calls = {c.id: _CallState(i, c) for i, c in enumerate(calls)}
+            turn.mode = self._batch_mode(message, calls)
         elif turn.assistant_ended:
             state = turn.calls[message.tool_call_id]
             state.result = message
             turn.last_result = state.index
             turn.results.append(message)
+
+    def _batch_mode(
+        self, message: AssistantMessage, calls: list[ToolCall]
+    ) -> ToolExecutionMode | None:
+        if self.tool_execution == "sequential" or any(
+            c.name in self.sequential_tools for c in calls
+        ):
+            return "sequential"
+        if self.tool_execution == "parallel" and message.stop_reason != "length":
+            return "parallel"
+        return None
 
     def _call_for(self, event: Any, kind: str) -> tuple[_Turn, _CallState | None]:
         turn = self._need_turn(kind)
@@ -514,6 +622,19 @@ class GrammarChecker:
             )
         if state.index < turn.last_started:
             raise self._fail("T.source_order", f"{event.tool_call_id} started after a later call")
+        if turn.mode == "sequential":
+            for other in turn.calls.values():
+                if other.started and other.result is None:
+                    missing = "result message" if other.ended else "tool_execution_end"
+                    raise self._fail(
+                        "R4.sequential_order",
+                        f"{event.tool_call_id} started before {other.call.id} had its {missing}",
+                    )
+        elif turn.mode == "parallel" and turn.results:
+            raise self._fail(
+                "R4.parallel_results_after_ends",
+                f"{event.tool_call_id} started after the batch's first result message",
+            )
         state.started = True
         turn.last_started = state.index
 
@@ -611,8 +732,13 @@ def check_model_contexts(contexts: Iterable[LlmContext | Sequence[Any]]) -> None
 # --- whole runs ---------------------------------------------------------------------------
 
 
-def _check_all(events: list[Any], messages: Sequence[AgentMessage] | None) -> RunSummary:
-    checker = GrammarChecker()
+def _check_all(
+    events: list[Any],
+    messages: Sequence[AgentMessage] | None,
+    tool_execution: ToolExecutionMode | None,
+    sequential_tools: Iterable[str],
+) -> RunSummary:
+    checker = GrammarChecker(tool_execution=tool_execution, sequential_tools=sequential_tools)
     try:
         checker.feed_all(events)
         return checker.close(messages)
@@ -624,9 +750,15 @@ def _check_all(events: list[Any], messages: Sequence[AgentMessage] | None) -> Ru
         raise GrammarViolation(exc.rule, exc.index, exc.detail, window) from None
 
 
-def check_events(events: Iterable[Any]) -> RunSummary:
-    """Check a complete run's events (every ``R*``/``T*`` rule)."""
-    return _check_all(list(events), None)
+def check_events(
+    events: Iterable[Any],
+    *,
+    tool_execution: ToolExecutionMode | None = None,
+    sequential_tools: Iterable[str] = (),
+) -> RunSummary:
+    """Check a complete run's events (every ``R*``/``T*`` rule). ``tool_execution`` and
+    ``sequential_tools`` give the tool batches their mode (see :class:`GrammarChecker`)."""
+    return _check_all(list(events), None, tool_execution, sequential_tools)
 
 
 def check_run(
@@ -634,10 +766,14 @@ def check_run(
     messages: Sequence[AgentMessage] | None = None,
     *,
     model_contexts: Iterable[LlmContext | Sequence[Any]] | None = None,
+    tool_execution: ToolExecutionMode | None = None,
+    sequential_tools: Iterable[str] = (),
 ) -> RunSummary:
     """Check a run: its events, the messages it returned (equal to ``agent_end.messages``) and,
-    when given, the contexts handed to the model."""
-    summary = _check_all(list(events), messages)
+    when given, the contexts handed to the model. ``tool_execution`` (the config's) and
+    ``sequential_tools`` (the names of the tools with ``execution_mode="sequential"``) give the
+    tool batches their mode; with neither, the order rules of the modes are not checked."""
+    summary = _check_all(list(events), messages, tool_execution, sequential_tools)
     if model_contexts is not None:
         check_model_contexts(model_contexts)
     return summary
@@ -672,8 +808,26 @@ class EventRecorder:
         messages: Sequence[AgentMessage] | None = None,
         *,
         model_contexts: Iterable[LlmContext | Sequence[Any]] | None = None,
+        tool_execution: ToolExecutionMode | None = None,
+        sequential_tools: Iterable[str] = (),
     ) -> RunSummary:
-        return check_run(self.events, messages, model_contexts=model_contexts)
+        """Check the recorded events with :func:`check_run`."""
+        return check_run(
+            self.events,
+            messages,
+            model_contexts=model_contexts,
+            tool_execution=tool_execution,
+            sequential_tools=sequential_tools,
+        )
+
+
+def sequential_tool_names(tools: Iterable[AgentTool]) -> frozenset[str]:
+    """The names that call a sequential tool: those whose first tool of that name (the one a
+    call runs) has ``execution_mode="sequential"``. Pass them as ``sequential_tools``."""
+    modes: dict[str, ToolExecutionMode | None] = {}
+    for tool in tools:
+        modes.setdefault(tool.name, tool.execution_mode)
+    return frozenset(name for name, mode in modes.items() if mode == "sequential")
 
 
 @dataclass
@@ -694,11 +848,22 @@ async def run_checked(
     stream_fn: StreamFn | None = None,
     signal: AbortSignal | None = None,
     emit: Callable[[Any], Any] | None = None,
+    check_tool_order: bool = True,
 ) -> CheckedRun:
     """Run the loop (``prompts=None`` continues from ``context``), record everything and check
     the run. ``emit``, when given, also receives every event (after it was recorded). When
     ``stream_fn`` has a ``calls`` list (a :class:`FauxProvider`), the contexts the model was
-    given during this run are checked too."""
+    given during this run are checked too.
+
+    The tool batches are checked in their execution mode, taken from ``config.tool_execution``
+    and the ``execution_mode`` of ``context.tools``. A ``prepare_next_turn`` that swaps in other
+    tools is not followed: pass ``check_tool_order=False`` then and check the recorded
+    :attr:`CheckedRun.events` yourself with :func:`check_run` if needed."""
+    if check_tool_order:
+        tool_execution: ToolExecutionMode | None = config.tool_execution
+        sequential_tools = sequential_tool_names(context.tools)
+    else:
+        tool_execution, sequential_tools = None, frozenset()
     recorder = EventRecorder()
 
     async def forward(event: Any) -> None:
@@ -730,5 +895,10 @@ async def run_checked(
             on_transition=recorder.on_transition,
         )
     contexts = calls[first_call:] if isinstance(calls, list) else None
-    summary = recorder.check(messages, model_contexts=contexts)
+    summary = recorder.check(
+        messages,
+        model_contexts=contexts,
+        tool_execution=tool_execution,
+        sequential_tools=sequential_tools,
+    )
     return CheckedRun(messages, recorder.events, recorder.transitions, summary)

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from agentcore_fsm import (
     TurnStartEvent,
     UserMessage,
     run_agent_loop,
+    testing,
 )
 from agentcore_fsm.testing import (
     RULES,
@@ -54,6 +56,7 @@ from agentcore_fsm.testing import (
     faux_response,
     faux_tool_call,
     run_checked,
+    sequential_tool_names,
 )
 from tests.readme_sections import section
 
@@ -465,6 +468,63 @@ def case_end_reason_after_abort() -> tuple[list[Any], Any, None]:
     return replace(events, 22, wrong), wrong, None
 
 
+@dataclass
+class Note:
+    """A custom message: any object with a string role."""
+
+    role: Any = "note"
+    text: str = ""
+
+
+@dataclass
+class FakeAssistant:
+    role: str = "assistant"
+    stop_reason: str = "stop"
+
+
+def case_string_message() -> tuple[list[Any], Any, None]:
+    # a steering poll returned "hello": the loop injected its letters as messages
+    extra = [e for letter in "hello" for e in pair(letter)]
+    return insert(good_events(), 4, *extra), extra[0], None
+
+
+def case_none_message() -> tuple[list[Any], Any, None]:
+    wrong = MessageEndEvent(message=None)
+    return replace(good_events(), 3, wrong), wrong, None
+
+
+def case_number_message() -> tuple[list[Any], Any, None]:
+    extra = pair(42)
+    return insert(good_events(), 4, *extra), extra[0], None
+
+
+def case_dict_without_role() -> tuple[list[Any], Any, None]:
+    extra = pair({"content": "hi"})
+    return insert(good_events(), 4, *extra), extra[0], None
+
+
+def case_role_not_a_string() -> tuple[list[Any], Any, None]:
+    extra = pair(Note(role=None))
+    return insert(good_events(), 4, *extra), extra[0], None
+
+
+def case_custom_assistant() -> tuple[list[Any], Any, None]:
+    events = good_events()
+    events[18:21] = pair(FakeAssistant())
+    return events, events[18], None
+
+
+def case_assistant_ends_as_custom() -> tuple[list[Any], Any, None]:
+    wrong = MessageEndEvent(message=FakeAssistant())
+    return replace(good_events(), 20, wrong), wrong, None
+
+
+def case_unknown_stop_reason() -> tuple[list[Any], Any, None]:
+    a2 = A2.model_copy(update={"stop_reason": "finished"})  # not validated: any string fits
+    events = good_events(a2=a2)
+    return events, events[20], None
+
+
 EVENT_CASES: dict[str, list[Case]] = {
     "R1.first": [case_first],
     "R1.start_once": [case_start_once],
@@ -481,6 +541,15 @@ EVENT_CASES: dict[str, list[Case]] = {
     "R3.interleaved": [case_interleaved],
     "R3.update_outside": [case_update_outside, case_update_in_user_message],
     "R3.unclosed_message": [case_unclosed_message, case_unclosed_message_at_the_end],
+    "R3.not_a_message": [
+        case_string_message,
+        case_none_message,
+        case_number_message,
+        case_dict_without_role,
+        case_role_not_a_string,
+        case_custom_assistant,
+        case_assistant_ends_as_custom,
+    ],
     "R4.unknown_call": [case_unknown_call, case_call_from_another_turn],
     "R4.call_mismatch": [case_call_mismatch_name, case_call_mismatch_args],
     "R4.start_twice": [case_start_twice],
@@ -498,7 +567,7 @@ EVENT_CASES: dict[str, list[Case]] = {
     "T.source_order": [case_source_order_starts, case_source_order_results],
     "T.result_mismatch": [case_result_mismatch, case_result_mismatch_is_error],
     "T.turn_end_results": [case_turn_end_results],
-    "T.final_stop_reason": [case_final_stop_reason],
+    "T.final_stop_reason": [case_final_stop_reason, case_unknown_stop_reason],
     "T.end_reason": [
         case_end_reason_error,
         case_end_reason_after_failure,
@@ -530,6 +599,205 @@ def _position(events: list[Any], culprit: Any) -> int:
     positions = [i for i, e in enumerate(events) if e is culprit]
     assert len(positions) == 1
     return positions[0]
+
+
+# --- messages that are messages ------------------------------------------------------------
+
+
+def test_custom_messages_pass_in_both_forms() -> None:
+    note = Note(text="a custom message")
+    events = insert(good_events(), 4, *pair(note))
+    events[-1] = AgentEndEvent(messages=[U, note, A1, R1, R2, A2], reason="completed")
+    summary = check_run(events, [U, note, A1, R1, R2, A2])
+    assert summary.created[1] is note
+    # recorded (JSON) form: the custom message is a dict with a string "role"
+    dumped = [json.loads(e.model_dump_json(by_alias=True)) for e in events]
+    assert dumped[4]["message"] == {"role": "note", "text": "a custom message"}
+    assert check_events(dumped).created[1] == {"role": "note", "text": "a custom message"}
+
+
+def test_non_messages_are_rejected_in_json_form_too() -> None:
+    events, _, _ = case_string_message()
+    dumped = [json.loads(e.model_dump_json(by_alias=True)) for e in events]
+    assert dumped[4]["message"] == "h"
+    with pytest.raises(GrammarViolation) as info:
+        check_events(dumped)
+    assert info.value.rule == "R3.not_a_message"
+    assert info.value.index == 4
+    assert ">> #4 message_start(not a message: str 'h')" in str(info.value)
+
+
+# --- tool order in sequential and parallel mode ---------------------------------------------
+
+SEQUENTIAL_ORDER = [start(C1), end(C1), *pair(R1), start(C2), end(C2), *pair(R2)]
+# what an abort answering c2 looked like: c1's result pair waits until c2 has ended
+RESULTS_AFTER_ENDS = [start(C1), end(C1), start(C2), end(C2), *pair(R1), *pair(R2)]
+
+
+def batch_events(tools: list[Any], a1: AssistantMessage = A1) -> list[Any]:
+    """good_events with the first turn's tool events (indices 7 on) replaced by ``tools``."""
+    return [
+        AgentStartEvent(),
+        TurnStartEvent(),
+        *pair(U),
+        *streamed(a1),
+        *tools,
+        TurnEndEvent(message=a1, tool_results=[R1, R2]),
+        TurnStartEvent(),
+        *streamed(A2),
+        TurnEndEvent(message=A2, tool_results=[]),
+        AgentEndEvent(messages=[U, a1, R1, R2, A2], reason="completed"),
+    ]
+
+
+ModeCase = Callable[[], tuple[list[Any], Any, dict[str, Any]]]
+"""Builds (events, the offending event, the mode keywords)."""
+
+
+def case_sequential_abort_order() -> tuple[list[Any], Any, dict[str, Any]]:
+    events = batch_events(RESULTS_AFTER_ENDS)
+    return events, events[9], {"tool_execution": "sequential"}
+
+
+def case_sequential_overlap() -> tuple[list[Any], Any, dict[str, Any]]:
+    events = good_events()  # c2 starts while c1 runs: parallel, not sequential
+    return events, events[8], {"tool_execution": "sequential"}
+
+
+def case_sequential_tool_in_parallel_config() -> tuple[list[Any], Any, dict[str, Any]]:
+    events = batch_events(RESULTS_AFTER_ENDS)
+    return events, events[9], {"tool_execution": "parallel", "sequential_tools": {"add"}}
+
+
+def case_sequential_tool_without_config() -> tuple[list[Any], Any, dict[str, Any]]:
+    events = batch_events(RESULTS_AFTER_ENDS)
+    return events, events[9], {"sequential_tools": ["add"]}
+
+
+def case_sequential_length() -> tuple[list[Any], Any, dict[str, Any]]:
+    events = batch_events(RESULTS_AFTER_ENDS, a1=assistant(C1, C2, stop="length"))
+    return events, events[9], {"tool_execution": "sequential"}
+
+
+def case_parallel_start_after_result() -> tuple[list[Any], Any, dict[str, Any]]:
+    events = batch_events(SEQUENTIAL_ORDER)
+    return events, events[11], {"tool_execution": "parallel"}
+
+
+def case_parallel_result_before_last_end() -> tuple[list[Any], Any, dict[str, Any]]:
+    tools = [start(C1), start(C2), end(C1), *pair(R1), end(C2), *pair(R2)]
+    events = batch_events(tools)
+    return events, events[10], {"tool_execution": "parallel"}
+
+
+MODE_CASES: dict[str, list[ModeCase]] = {
+    "R4.sequential_order": [
+        case_sequential_abort_order,
+        case_sequential_overlap,
+        case_sequential_tool_in_parallel_config,
+        case_sequential_tool_without_config,
+        case_sequential_length,
+    ],
+    "R4.parallel_results_after_ends": [
+        case_parallel_start_after_result,
+        case_parallel_result_before_last_end,
+    ],
+}
+
+MODE_PARAMS = [
+    pytest.param(rule, case, id=f"{rule}-{case.__name__}")
+    for rule, cases in MODE_CASES.items()
+    for case in cases
+]
+
+
+@pytest.mark.parametrize(("rule", "case"), MODE_PARAMS)
+def test_each_mode_rule_catches_its_violation(rule: str, case: ModeCase) -> None:
+    events, culprit, keywords = case()
+    check_run(events)  # without the mode the order is not checked
+    with pytest.raises(GrammarViolation) as info:
+        check_run(events, **keywords)
+    violation = info.value
+    assert violation.rule == rule, str(violation)
+    expected = _position(events, culprit)
+    assert violation.index == expected, str(violation)
+    assert RULES[rule] in str(violation) and f">> #{expected}" in str(violation)
+
+
+@pytest.mark.parametrize(
+    ("tools", "keywords"),
+    [
+        (SEQUENTIAL_ORDER, {"tool_execution": "sequential"}),
+        (SEQUENTIAL_ORDER, {"tool_execution": "parallel", "sequential_tools": {"add"}}),
+        (SEQUENTIAL_ORDER, {"sequential_tools": {"add"}}),
+        (RESULTS_AFTER_ENDS, {"tool_execution": "parallel"}),
+        (RESULTS_AFTER_ENDS, {"tool_execution": "parallel", "sequential_tools": {"other"}}),
+        (RESULTS_AFTER_ENDS, {"sequential_tools": {"other"}}),  # parallel, but not checked
+        (SEQUENTIAL_ORDER, {"sequential_tools": {"other"}}),
+        (SEQUENTIAL_ORDER, {}),
+        (RESULTS_AFTER_ENDS, {}),
+    ],
+)
+def test_each_mode_passes_its_own_order(tools: list[Any], keywords: dict[str, Any]) -> None:
+    assert check_run(batch_events(tools), **keywords).turns == 2
+
+
+def test_the_good_run_is_a_parallel_run() -> None:
+    check_run(good_events(), GOOD_MESSAGES, tool_execution="parallel")
+
+
+def test_a_length_message_keeps_the_per_call_order_in_parallel_mode() -> None:
+    # the calls of a "length" message never execute: start, end and result call by call
+    a1 = assistant(C1, C2, stop="length")
+    check_run(batch_events(SEQUENTIAL_ORDER, a1=a1), tool_execution="parallel")
+    check_run(batch_events(SEQUENTIAL_ORDER, a1=a1), tool_execution="sequential")
+
+
+def _broken_rule(check: Callable[[], Any]) -> str:
+    with pytest.raises(GrammarViolation) as info:
+        check()
+    return info.value.rule
+
+
+def test_mode_keywords_reach_every_entry_point() -> None:
+    events = batch_events(RESULTS_AFTER_ENDS)
+    dumped = [json.loads(e.model_dump_json(by_alias=True)) for e in events]
+    rule = "R4.sequential_order"
+    assert _broken_rule(lambda: check_events(dumped, tool_execution="sequential")) == rule
+    assert _broken_rule(lambda: check_events(events, sequential_tools=("add",))) == rule
+    recorder = EventRecorder()
+    for event in events:
+        recorder(event)
+    recorder.check()
+    assert _broken_rule(lambda: recorder.check(tool_execution="sequential")) == rule
+    checker = GrammarChecker(tool_execution="sequential")
+    checker.feed_all(events[:9])
+    with pytest.raises(GrammarViolation) as info:
+        checker.feed(events[9])
+    assert info.value.rule == rule and info.value.index == 9
+
+
+def test_mode_keywords_are_checked() -> None:
+    with pytest.raises(ValueError, match="tool_execution"):
+        GrammarChecker(tool_execution="serial")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="sequential_tools"):
+        GrammarChecker(sequential_tools="add")
+
+
+def _tool(name: str, mode: Any = None) -> AgentTool:
+    return AgentTool(name, name, {"type": "object"}, _add, execution_mode=mode)
+
+
+def test_sequential_tool_names() -> None:
+    tools = [
+        _tool("a", "sequential"),
+        _tool("b", "parallel"),
+        _tool("c"),
+        _tool("b", "sequential"),  # a call of "b" runs the first "b": parallel
+        _tool("d", "sequential"),
+    ]
+    assert sequential_tool_names(tools) == frozenset({"a", "d"})
+    assert sequential_tool_names([]) == frozenset()
 
 
 # --- model contexts ----------------------------------------------------------------------
@@ -574,7 +842,7 @@ def test_valid_contexts_pass(messages: list[Any]) -> None:
 
 
 def test_every_rule_has_a_test() -> None:
-    covered = set(EVENT_CASES) | {rule for rule, _, _ in CONTEXT_CASES}
+    covered = set(EVENT_CASES) | set(MODE_CASES) | {rule for rule, _, _ in CONTEXT_CASES}
     assert covered == set(RULES)
 
 
@@ -664,6 +932,57 @@ async def test_run_checked_with_the_faux_provider() -> None:
     ]
     assert run.transitions[0].trigger == "start"
     assert len(faux.calls) == 2
+
+
+SEQ_ADD = AgentTool(
+    "seq_add", "Add, one call at a time", ADD_SCHEMA, _add, execution_mode="sequential"
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("mode", "tools", "check_tool_order", "expected"),
+    [
+        ("parallel", [ADD], True, ("parallel", frozenset())),
+        ("sequential", [ADD], True, ("sequential", frozenset())),
+        ("parallel", [ADD, SEQ_ADD], True, ("parallel", frozenset({"seq_add"}))),
+        ("sequential", [SEQ_ADD], False, (None, frozenset())),
+    ],
+)
+async def test_run_checked_checks_the_tool_order_of_its_config(
+    monkeypatch: pytest.MonkeyPatch,
+    mode: Any,
+    tools: list[AgentTool],
+    check_tool_order: bool,
+    expected: tuple[Any, frozenset[str]],
+) -> None:
+    seen: list[tuple[Any, frozenset[str]]] = []
+
+    def spy(events: Any, messages: Any = None, **keywords: Any) -> Any:
+        seen.append((keywords["tool_execution"], frozenset(keywords["sequential_tools"])))
+        return check_run(events, messages, **keywords)
+
+    monkeypatch.setattr(testing, "check_run", spy)
+    faux = FauxProvider(
+        [
+            faux_response(
+                tool_calls=[
+                    faux_tool_call(tools[-1].name, {"a": 1, "b": 2}),
+                    faux_tool_call(tools[-1].name, {"a": 3, "b": 4}),
+                ]
+            ),
+            faux_response("7"),
+        ]
+    )
+    run = await run_checked(
+        [UserMessage(content="add")],
+        AgentContext(tools=tools),
+        AgentLoopConfig(model=Model(id="m"), tool_execution=mode),
+        stream_fn=faux,
+        check_tool_order=check_tool_order,
+    )
+    assert seen == [expected]
+    assert run.summary.reason == "completed"
 
 
 @pytest.mark.anyio

@@ -60,7 +60,7 @@ from agentcore_fsm import (
     run_agent_loop,
     run_agent_loop_continue,
 )
-from agentcore_fsm.testing import FauxProvider, check_run
+from agentcore_fsm.testing import FauxProvider, check_run, sequential_tool_names
 
 # --- the data ---------------------------------------------------------------------------
 
@@ -1011,7 +1011,13 @@ class Verdict:
 def verify(sc: Scenario, h: Harness, messages: list[Any]) -> Verdict:
     """Every property of a finished run (see the module docstring). Raises AssertionError."""
     contexts = [c.context for c in h.model_calls]
-    summary = check_run(h.events, messages, model_contexts=contexts)
+    summary = check_run(
+        h.events,
+        messages,
+        model_contexts=contexts,
+        tool_execution=sc.mode,  # type: ignore[arg-type]
+        sequential_tools=sequential_tool_names(h.tools),
+    )
     assert not h.problems, h.problems
     # the caller's context is never mutated
     assert h.context.messages == h.history and len(h.context.messages) == len(h.history)

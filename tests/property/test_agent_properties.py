@@ -27,7 +27,12 @@ from prop_scenarios import (
 )
 
 from agentcore_fsm import Agent, UserMessage
-from agentcore_fsm.testing import EventRecorder, check_model_contexts, check_run
+from agentcore_fsm.testing import (
+    EventRecorder,
+    check_model_contexts,
+    check_run,
+    sequential_tool_names,
+)
 
 BACKENDS = ["trio", "asyncio"]
 
@@ -135,7 +140,12 @@ async def run_agent(sc: AgentScenario) -> None:
                 assert not first.events and not last.events
                 continue
         for recorder in (first, last):
-            summary = check_run(recorder.events, messages)
+            summary = check_run(
+                recorder.events,
+                messages,
+                tool_execution=sc.loop.mode,  # type: ignore[arg-type]
+                sequential_tools=sequential_tool_names(h.tools),
+            )
         assert first.types() == last.types()
         state = agent.state
         assert state.messages == [*before, *messages]

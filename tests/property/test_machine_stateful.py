@@ -55,7 +55,7 @@ from agentcore_fsm import (
     UserMessage,
     load_declaration,
 )
-from agentcore_fsm.testing import GrammarChecker
+from agentcore_fsm.testing import GrammarChecker, sequential_tool_names
 
 PROCEED = getattr(machine_module, "Proceed", None)
 DECL = load_declaration("agent_loop")
@@ -70,6 +70,7 @@ def _never(*args: Any) -> Any:  # pragma: no cover - the machine never calls wha
 TOOLS = [
     AgentTool("calc", "calc", SCHEMA, _never),
     AgentTool("calc_seq", "calc", SCHEMA, _never, execution_mode="sequential"),
+    AgentTool("calc_prep", "calc", SCHEMA, _never, prepare_arguments=_never),
 ]
 
 # what each effect may only be pending in
@@ -78,6 +79,7 @@ EFFECT_STATES = {
     "PollFollowUp": "awaiting_follow_up",
     "CallModel": "streaming",
     "before_tool_call": "preparing_tools",
+    "PrepareArguments": "preparing_tools",
     "after_tool_call": "executing",
     "ExecuteTool": "executing",
     "prepare_next_turn": "turn_end",
@@ -92,6 +94,7 @@ ANSWERED_BY = {
     "PollFollowUp": "follow_up_polled",
     "CallModel": "stream_event",
     "before_tool_call": "hook_returned",
+    "PrepareArguments": "arguments_prepared",
     "after_tool_call": "hook_returned",
     "ExecuteTool": "tool_finished",
     "prepare_next_turn": "hook_returned",
@@ -114,6 +117,7 @@ INVALID_CALLS: dict[str, Any] = {
     "stream_exhausted": lambda m: m.stream_exhausted(),
     "hook_returned": lambda m: m.hook_returned(None, 0),
     "hook_failed": lambda m: m.hook_failed(RuntimeError("x"), 0),
+    "arguments_prepared": lambda m: m.arguments_prepared(0, {"x": 1}),
     "tool_update": lambda m: m.tool_update(0, AgentToolResult()),
     "tool_finished": lambda m: m.tool_finished(0, result=AgentToolResult()),
     "proceed": lambda m: m.proceed(),
@@ -174,7 +178,10 @@ class LoopWalk(RuleBasedStateMachine):
             signal=self.controller.signal,
             on_transition=record_transition,
         )
-        self.checker = GrammarChecker()
+        self.checker = GrammarChecker(
+            tool_execution="sequential" if sequential else "parallel",
+            sequential_tools=sequential_tool_names(TOOLS),
+        )
         self.pending: list[Any] = []
         self.at_signal: set[int] = set()  # ids of the effects pending when the signal fired
         self.partial: AssistantMessage | None = None
@@ -245,6 +252,14 @@ class LoopWalk(RuleBasedStateMachine):
                 value = BeforeToolCallResult(block=True) if outcome == "block" else None
                 step = m.hook_returned(value, effect.index)
             self.take(step, effect)
+        elif kind == "PrepareArguments":
+            outcome = data.draw(st.sampled_from(["same", "same", "junk", "raise"]))
+            if outcome == "raise":
+                step = m.arguments_prepared(effect.index, error=RuntimeError("prepare failed"))
+            else:
+                value = effect.raw if outcome == "same" else "not arguments"
+                step = m.arguments_prepared(effect.index, value)
+            self.take(step, effect)
         elif kind == "after_tool_call":
             outcome = data.draw(st.sampled_from(["pass", "pass", "override", "raise"]))
             if outcome == "raise":
@@ -312,7 +327,9 @@ class LoopWalk(RuleBasedStateMachine):
             index = len(partial.content)
             if data.draw(st.booleans(), label="tool call"):
                 self.calls += 1
-                name = data.draw(st.sampled_from(["calc", "calc", "calc_seq", "missing"]))
+                name = data.draw(
+                    st.sampled_from(["calc", "calc", "calc_seq", "calc_prep", "missing"])
+                )
                 valid = data.draw(st.sampled_from([True, True, False]))
                 call = ToolCall(
                     id=f"c{self.calls}", name=name, arguments={"x": 1 if valid else "?"}
