@@ -20,6 +20,9 @@ The model has two safe built-in tools (``--no-tools`` leaves them out):
   functions and constants). The expression is parsed, never evaluated as Python: anything
   else is refused, and sizes are bounded so that no expression can exhaust memory or time.
 
+Arguments are checked before anything starts: an empty ``--model``, a ``--base-url`` that is
+not an http(s) URL with a host, or a ``--max-tokens`` below 1 is refused with exit status 2.
+
 Keys come from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``. With ``--base-url`` (a local
 OpenAI-compatible server) a key is optional. A model missing from the table in
 :mod:`agentcore_fsm.providers.models` is described generically (zero prices).
@@ -37,6 +40,7 @@ import operator
 import os
 import signal
 import sys
+import urllib.parse
 from collections.abc import Callable
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -306,19 +310,55 @@ class Printer:
 # --- the session ----------------------------------------------------------------------------
 
 
+def _model_id(text: str) -> str:
+    """``--model``: any id but an empty one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _base_url(text: str) -> str:
+    """``--base-url``: an http or https URL with a host."""
+    try:
+        parts = urllib.parse.urlsplit(text)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # e.g. a bad port or bracketed host
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(
+            f"must be an http(s) URL such as http://localhost:11434/v1, not {text!r}"
+        )
+    return text
+
+
+def _max_tokens(text: str) -> int:
+    """``--max-tokens``: a whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, at least 1, not {text!r}")
+    return value
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="agentcore-fsm chat",
         description="Chat with a real model (OpenAI-compatible Chat Completions or Anthropic).",
     )
     parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
-    parser.add_argument("--model", required=True, help="model id, e.g. gpt-4o-mini")
+    parser.add_argument("--model", type=_model_id, required=True, help="model id, e.g. gpt-4o-mini")
     parser.add_argument(
-        "--base-url", help="API base URL (any OpenAI-compatible server for --provider openai)"
+        "--base-url",
+        type=_base_url,
+        help="API base URL, http(s) (any OpenAI-compatible server for --provider openai)",
     )
     parser.add_argument("--system", default="You are a helpful assistant.", help="system prompt")
     parser.add_argument("--thinking", choices=LEVELS, default="off", help="reasoning level")
-    parser.add_argument("--max-tokens", type=int, help="output token limit per reply")
+    parser.add_argument(
+        "--max-tokens", type=_max_tokens, help="output token limit per reply (at least 1)"
+    )
     parser.add_argument("--no-tools", action="store_true", help="leave the built-in tools out")
     return parser.parse_args(argv)
 

@@ -1,11 +1,15 @@
 """The ``agentcore-fsm`` command: ``demo``, ``bench``, ``diagram`` and ``chat``.
 
-Each subcommand lives in its own module and is imported only when used.
+Each subcommand lives in its own module and is imported only when used. Exit status: 0 on
+success, 2 for a usage error (no or an unknown command, a bad argument), 1 when the work
+failed; when standard output is closed early (``agentcore-fsm demo | head``) the command stops
+quietly with status 141, as a program killed by SIGPIPE does.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 COMMANDS = {
@@ -14,6 +18,7 @@ COMMANDS = {
     "diagram": ("agentcore_fsm.diagrams", "Render the declared machines or a recorded run."),
     "chat": ("agentcore_fsm.chat", "Chat with a real model (OpenAI-compatible or Anthropic)."),
 }
+BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
 def usage() -> str:
@@ -23,17 +28,38 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that the interpreter's last flush of what
+    is still buffered does not fail again on the closed pipe."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (captured in a test)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
+    if not args:
+        print(usage(), file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help"):
         print(usage())
-        return 0 if args else 2
+        return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
         print(f"agentcore-fsm: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    code: int = module.main(rest)
+    try:
+        code: int = module.main(rest)
+    except BrokenPipeError:
+        _silence_stdout()
+        return BROKEN_PIPE
     return code
 
 

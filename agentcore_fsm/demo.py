@@ -20,7 +20,13 @@ message, and every transition of the loop's state machine (``[fsm] source -(trig
 At the end the run's diagram (Mermaid, from the declaration and the transitions taken) is written
 to a file whose path is printed: ``--out PATH``, or by default ``run.mmd`` in a new directory
 made with :func:`tempfile.mkdtemp` (never overwritten, never inside the current directory).
-The workspace itself is removed when the demo ends.
+``--out`` must name a ``.mmd`` or ``.mermaid`` file in an existing directory (none is created;
+an SVG goes next to it, with the suffix ``.svg``, when Graphviz is installed); ``--delay`` must
+be a finite number of seconds, 0 or more. Both are checked before the session starts: a bad
+value is a one-line error and exit status 2. The workspace itself is removed when the demo ends.
+
+When the run ends in an error or an abort, the transcript shows the error text where it
+happened, and the command repeats it on standard error and exits with status 1.
 
 The output is plain ASCII, so it reads the same in any terminal or log.
 """
@@ -32,6 +38,7 @@ import ast
 import dataclasses
 import decimal
 import inspect
+import math
 import operator
 import re
 import sys
@@ -47,7 +54,15 @@ from pydantic import BaseModel, Field
 
 from .config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
 from .declaration import Declaration, load_declaration
-from .diagrams import find_dot, render_dot, run_view, to_dot, to_mermaid
+from .diagrams import (
+    GraphvizError,
+    find_dot,
+    output_file_problem,
+    render_dot,
+    run_view,
+    to_dot,
+    to_mermaid,
+)
 from .driver import run_agent_loop
 from .machine import TransitionRecord
 from .messages import (
@@ -345,11 +360,20 @@ class Transcript:
         self.turns = 0
         self.pending: list[TransitionRecord] = []
         self.lock = threading.Lock()
+        self.closed = False
+        """The output was closed by its reader (``demo | head``): the run goes on unprinted."""
+        self.end_reason: str | None = None
 
     def write(self, text: str) -> None:
         with self.lock:
-            self.out.write(text)
-            self.out.flush()
+            if self.closed:
+                return
+            try:
+                self.out.write(text)
+                self.out.flush()
+            except BrokenPipeError:
+                self.closed = True
+                return
             if text:
                 self.at_line_start = text.endswith("\n")
 
@@ -391,6 +415,11 @@ class Transcript:
                 self.write("assistant > ")
             elif inner.type == "text_delta":
                 self.write(inner.delta)
+        elif kind == "message_end" and isinstance(event.message, AssistantMessage):
+            message = event.message
+            if message.stop_reason in ("error", "aborted") or message.error_message:
+                error = message.error_message or "(no error message)"
+                self.line(f"assistant ! {message.stop_reason}: {error}")
         elif kind == "message_end" and isinstance(event.message, UserMessage):
             text = event.message.content if isinstance(event.message.content, str) else "..."
             who = "user (steering)" if text == STEERING else "user"
@@ -415,6 +444,7 @@ class Transcript:
                     self.line("    (meanwhile the user sends a steering message)")
                     self.steering.append(UserMessage(content=STEERING))
         elif kind == "agent_end":
+            self.end_reason = event.reason
             self.line(f"agent_end: reason={event.reason}, {len(event.messages)} new messages")
 
 
@@ -441,23 +471,68 @@ def _flushing(tool: AgentTool, flush: Callable[[], None]) -> AgentTool:
 # --- main ------------------------------------------------------------------------------------
 
 
+MERMAID_SUFFIXES = (".mmd", ".mermaid")
+
+
+def _delay(text: str) -> float:
+    """``--delay``: a finite number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of seconds, 0 or more, not {text!r}"
+        )
+    return value
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="agentcore-fsm demo",
         description="Run a scripted agent session offline (faux provider, real tools).",
     )
-    p.add_argument("--out", type=Path, help="where to write the run diagram (Mermaid)")
+    p.add_argument(
+        "--out",
+        metavar="FILE.mmd",
+        help="write the run diagram (Mermaid) to this .mmd or .mermaid file; its directory "
+        "must exist (an SVG goes next to it when Graphviz is installed). Default: run.mmd in "
+        "a new temporary directory",
+    )
     p.add_argument(
         "--delay",
-        type=float,
+        type=_delay,
         default=0.01,
         help="seconds between streamed chunks, so that streaming is visible (0 for none)",
     )
     return p.parse_args(argv)
 
 
-async def run_demo(workspace: Path, out: TextIO, delay: float) -> tuple[list[Any], Any]:
-    """Run the session in ``workspace``; return the new messages and the transition records."""
+def _out_problem(out: str) -> str | None:
+    """Why ``--out`` cannot take the run diagram (None when it can)."""
+    problem = output_file_problem("--out", out)
+    if problem is None and Path(out).suffix.lower() not in MERMAID_SUFFIXES:
+        problem = (
+            f"--out {out}: the run diagram is Mermaid, so its name must end in "
+            f"{' or '.join(MERMAID_SUFFIXES)}"
+        )
+    return problem
+
+
+def _failure(messages: list[Any], end_reason: str | None) -> str | None:
+    """The error text of a run that ended in an error or an abort (None when it did not)."""
+    final = messages[-1] if messages else None
+    error = getattr(final, "error_message", None)
+    if end_reason not in ("error", "aborted") and not error:
+        return None
+    return error or f"the run ended with reason {end_reason!r}"
+
+
+async def run_demo(
+    workspace: Path, out: TextIO, delay: float
+) -> tuple[list[Any], list[TransitionRecord], str | None]:
+    """Run the session in ``workspace``; return the new messages, the transition records and
+    the ``agent_end`` reason."""
     steering: list[AgentMessage] = []
     transcript = Transcript(out, steering, load_declaration("agent_loop"))
     records: list[TransitionRecord] = []
@@ -500,11 +575,18 @@ async def run_demo(workspace: Path, out: TextIO, delay: float) -> tuple[list[Any
     )
     transcript.flush()
     transcript.line("")
-    return messages, records
+    if transcript.closed:
+        raise BrokenPipeError("standard output was closed")
+    return messages, records, transcript.end_reason
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.out is not None:
+        problem = _out_problem(args.out)
+        if problem is not None:
+            print(f"agentcore-fsm demo: error: {problem}", file=sys.stderr)
+            return 2
     out = sys.stdout
     decl = load_declaration("agent_loop")
     with tempfile.TemporaryDirectory(prefix="agentcore-fsm-demo-workspace-") as tmp:
@@ -514,20 +596,27 @@ def main(argv: list[str]) -> int:
         print(f"workspace: {workspace} ({len(INVOICES)} invoices and a note)")
         print("tools: list_files, read_file (worker threads), calculator (ast, no eval)")
         print()
-        messages, records = anyio.run(run_demo, workspace, out, args.delay, backend="trio")
+        messages, records, end_reason = anyio.run(
+            run_demo, workspace, out, args.delay, backend="trio"
+        )
     final = messages[-1]
     if args.out is not None:
-        target = args.out
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target = Path(args.out)
     else:
         target = Path(tempfile.mkdtemp(prefix="agentcore-fsm-demo-")) / "run.mmd"
-    ok = isinstance(final, AssistantMessage) and final.stop_reason == "stop"
-    view = run_view(decl, records, outcome="completed" if ok else "error")
-    target.write_text(to_mermaid(decl, view), encoding="utf-8")
+    failure = _failure(messages, end_reason)
+    ok = failure is None and isinstance(final, AssistantMessage) and final.stop_reason == "stop"
+    outcome = "completed" if ok else ("aborted" if end_reason == "aborted" else "error")
+    view = run_view(decl, records, outcome=outcome)
     svg: Path | None = None
-    if find_dot() is not None:  # an SVG too, when Graphviz is installed
-        svg = target.with_suffix(".svg")
-        svg.write_text(render_dot(to_dot(decl, view), "svg").decode("utf-8"), encoding="utf-8")
+    try:
+        target.write_text(to_mermaid(decl, view), encoding="utf-8")
+        if find_dot() is not None:  # an SVG too, when Graphviz is installed
+            svg = target.with_suffix(".svg")
+            svg.write_bytes(render_dot(to_dot(decl, view), "svg"))
+    except (OSError, GraphvizError) as exc:
+        print(f"agentcore-fsm demo: error: cannot write the run diagram: {exc}", file=sys.stderr)
+        return 1
     tools = sum(isinstance(m, ToolResultMessage) for m in messages)
     print(
         f"{len(records)} transitions, {tools} tool results, "
@@ -536,4 +625,7 @@ def main(argv: list[str]) -> int:
     print(f"run diagram (Mermaid): {target}")
     if svg is not None:
         print(f"run diagram (SVG): {svg}")
+    if failure is not None:
+        what = "was aborted" if end_reason == "aborted" else "ended with an error"
+        print(f"agentcore-fsm demo: the run {what}: {failure}", file=sys.stderr)
     return 0 if ok else 1

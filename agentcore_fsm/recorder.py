@@ -8,33 +8,60 @@ A :class:`RunRecorder` is three things at once:
 
 It writes one JSON object per line, in the order things happened::
 
-    {"kind": "run", "format": "agentcore-fsm.run", "version": 1, "machine": "agent_loop", ...}
+    {"kind": "run", "format": "agentcore-fsm.run", "version": 1, "machine": "agent_loop",
+     "surrogates": "escaped"}
     {"kind": "transition", "seq": 1, "t": 0.0001, "machine": "agent_loop", "index": 0,
      "trigger": "start", "source": "idle", "dest": "awaiting_steering"}
     {"kind": "event", "seq": 2, "t": 0.0002, "event": {"type": "agent_start"}}
 
 ``seq`` numbers every record; ``t`` is seconds since the recorder was made (for reading, never
-compared by anything here). Events are stored in their camelCase JSON form
-(``event.model_dump(mode="json", by_alias=True)``), serialised *when they are emitted* — a
-streamed partial message is mutated in place afterwards, so this is the only faithful moment.
-Each line is flushed as it is written, so a run that crashes the process still leaves a readable
+compared by anything here). Events are stored in their camelCase JSON form (what
+``event.model_dump(mode="json", by_alias=True)`` gives, though the recorder writes it itself so
+that no text is lost, see below), serialised *when they are emitted* — a streamed partial
+message is mutated in place afterwards, so this is the only faithful moment.
+Each line is written as it happens, so a run that crashes the process still leaves a readable
 record up to its last step.
+
+**Any text is recorded exactly.** A model or a tool can produce strings that are not valid
+Unicode text: a provider's JSON ``"\\ud83d"`` (half of an emoji) becomes a lone surrogate, and a
+surrogate pair split across two stream deltas leaves two separate surrogates in the partial
+message. The file is plain UTF-8, every character written as itself except surrogates, each of
+which is written as its own ``\\uXXXX`` escape. The header says so (``"surrogates": "escaped"``),
+and :func:`load_run` then reads every escape back as that one code point, never joining two into
+one character, so the events it returns are the ones that were emitted. (A file without that
+header field is read as standard JSON, where an escaped pair is one character.)
+
+**A recorder never breaks the run it records.** Once the file is open and its header written
+(failures there raise from the constructor, before anything ran), nothing it is handed raises
+into the run: when writing fails (a full disk, the file closed underneath, ...), the error is
+logged on the ``agentcore_fsm`` logger and kept in :attr:`RunRecorder.error`, the half-written
+line is taken back, and the recorder stops writing, so the file holds whole lines up to the
+failure; an event that cannot be serialised at all (nested deeper than the serialiser goes) is
+logged and left out. The in-memory side (transitions, :attr:`RunRecorder.end_reason`, the event
+count) keeps going. Handing it something that is not an agent event is a programming error and
+raises ``TypeError`` (a ``ValidationError`` for an invalid event dict).
 
 :func:`load_run` reads a file back: every event is validated with ``AGENT_EVENT_ADAPTER``
 (so you get the same event classes the loop emits), every transition becomes a
 :class:`~agentcore_fsm.machine.TransitionRecord`. A malformed line raises :class:`RunFileError`
-naming the file and line. ``agentcore-fsm diagram --run RUN.jsonl`` renders a recording.
+naming the file and line (so do a line that is not UTF-8 and one nested too deeply to parse).
+``agentcore-fsm diagram --run RUN.jsonl`` renders a recording.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, BinaryIO
+
+from pydantic_core import to_jsonable_python
 
 from .events import AGENT_EVENT_ADAPTER
 from .machine import TransitionRecord
@@ -51,24 +78,68 @@ __all__ = [
 RUN_FORMAT = "agentcore-fsm.run"
 RUN_FORMAT_VERSION = 1
 
+logger = logging.getLogger("agentcore_fsm")
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# a \uXXXX escape of a high surrogate that is a real escape (after an even run of backslashes)
+_HIGH_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([dD][89abAB][0-9a-fA-F]{2})")
+# what decoding with errors="surrogateescape" makes of a byte that is not UTF-8
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
 
 class RunFileError(ValueError):
     """A run recording cannot be read (not JSONL, an unknown record, an invalid event, ...)."""
 
 
-def _event_json(event: Any) -> Any:
-    """The camelCase JSON form of an agent event (a dict is validated first)."""
-    if isinstance(event, dict):
-        event = AGENT_EVENT_ADAPTER.validate_python(event)
-    dump = getattr(event, "model_dump", None)
-    if dump is None:
-        raise TypeError(f"cannot record {type(event).__name__!r}: not an agent event")
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float made None (what pydantic's JSON mode does)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    """What ``json.dumps`` writes for a value it does not know, as pydantic's JSON mode would
+    (something JSON cannot carry at all becomes its repr)."""
+    return _finite(to_jsonable_python(value, fallback=repr))
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    """One line of strict JSON: every character as itself, except that each surrogate code
+    point is written as its own escape (which plain UTF-8 could not carry)."""
+    options: dict[str, Any] = {
+        "ensure_ascii": False,
+        "separators": (",", ":"),
+        "allow_nan": False,
+        "default": _jsonable,
+    }
     try:
-        return dump(mode="json", by_alias=True)
-    except Exception:
-        # a tool's ``details`` may hold something JSON cannot carry: keep its repr rather than
-        # losing the event (or failing the run being recorded)
-        return dump(mode="json", by_alias=True, fallback=repr)
+        text = json.dumps(obj, **options)
+    except ValueError:  # a NaN or an infinity somewhere (or a cycle: that raises again)
+        text = json.dumps(_finite(obj), **options)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _loads_code_points(line: str) -> Any:
+    """Parse a line whose surrogate escapes each stand for one code point: the escapes of high
+    surrogates become the characters themselves first, so that the parser cannot join an
+    escaped pair into one character (an unpaired escape means the same either way)."""
+    return json.loads(_HIGH_ESCAPE.sub(lambda m: m.group(1) + chr(int(m.group(2), 16)), line))
+
+
+def _event_data(event: Any) -> Any:
+    """An agent event as camelCase data, for :func:`_dumps` (a snapshot: a streamed partial
+    message is mutated in place afterwards).
+
+    Not pydantic's JSON mode: it loses text that is not valid Unicode (a lone surrogate in a
+    dict key becomes U+FFFD, or raises). ``_dumps`` does what that mode would do for the rest:
+    a value JSON cannot carry (a tool's ``details`` may hold anything) becomes its repr, rather
+    than the event being lost; NaN and infinities become null."""
+    return event.model_dump(mode="python", by_alias=True)
 
 
 class RunRecorder:
@@ -85,6 +156,9 @@ class RunRecorder:
     in :attr:`end_reason`, so a live run can be drawn at any moment.
 
     Use it as a context manager, or call :meth:`close`, to close the file.
+
+    It never raises into the run it records (see the module docstring): a failure to write
+    is logged, stops the writing, and is kept in :attr:`error` (None while all is well).
     """
 
     def __init__(
@@ -104,37 +178,55 @@ class RunRecorder:
         self.machine_transitions: dict[str, list[TransitionRecord]] = {machine: self.transitions}
         self.end_reason: str | None = None
         self.event_count = 0
+        self.error: Exception | None = None
         self._seq = 0
+        self._size = 0  # bytes of whole lines written
         self._t0 = time.monotonic()
-        self._file: IO[str] | None = None
+        self._file: BinaryIO | None = None
         if self.path is not None:
-            self._file = self.path.open("w", encoding="utf-8")
-            self._write(
-                {
-                    "kind": "run",
-                    "format": RUN_FORMAT,
-                    "version": RUN_FORMAT_VERSION,
-                    "machine": machine,
-                }
-            )
+            # unbuffered: each line is one write, and a failed one leaves nothing behind in a
+            # buffer to be written later
+            self._file = self.path.open("wb", buffering=0)
+            header = {
+                "kind": "run",
+                "format": RUN_FORMAT,
+                "version": RUN_FORMAT_VERSION,
+                "machine": machine,
+                "surrogates": "escaped",
+            }
+            try:
+                self._write(header)
+            except BaseException:
+                self._file.close()
+                self._file = None
+                raise
 
     # --- sinks --------------------------------------------------------------------------------
 
     def __call__(self, event: Any, signal: Any = None) -> None:
-        """Record one event. The signature fits both an ``emit`` sink and an Agent listener."""
+        """Record one event. The signature fits both an ``emit`` sink and an Agent listener.
+
+        Raises only when ``event`` is not an agent event (``TypeError``; a dict is validated
+        first); a failure to serialise or write it is logged (see the module docstring)."""
+        if isinstance(event, dict):
+            event = AGENT_EVENT_ADAPTER.validate_python(event)
         kind = getattr(event, "type", None)
-        if kind is None and isinstance(event, dict):
-            kind = event.get("type")
+        if not isinstance(kind, str) or not callable(getattr(event, "model_dump", None)):
+            raise TypeError(f"cannot record {type(event).__name__!r}: not an agent event")
         if kind == "message_update" and not self.updates:
             return
-        data = _event_json(event)
         self.event_count += 1
         if kind == "agent_end":
-            self.end_reason = data.get("reason")
-        if self.keep_events:
-            self.events.append(AGENT_EVENT_ADAPTER.validate_python(data))
-        if self._file is not None:
-            self._write({"kind": "event", "event": data})
+            self.end_reason = getattr(event, "reason", None)
+        try:
+            data = _event_data(event)
+            kept = AGENT_EVENT_ADAPTER.validate_python(data) if self.keep_events else None
+        except Exception as exc:
+            logger.error("RunRecorder: cannot record a %s event (%s); it is left out", kind, exc)
+            return
+        if kept is not None:
+            self.events.append(kept)
+        self._record({"kind": "event", "event": data})
 
     def on_transition(self, record: Any) -> None:
         """Record one transition of :attr:`machine` (a ``TransitionRecord``)."""
@@ -149,39 +241,96 @@ class RunRecorder:
             int(record.index), str(record.trigger), str(record.source), str(record.dest)
         )
         self.machine_transitions.setdefault(machine, []).append(rec)
-        if self._file is not None:
-            self._write(
-                {
-                    "kind": "transition",
-                    "machine": machine,
-                    "index": rec.index,
-                    "trigger": rec.trigger,
-                    "source": rec.source,
-                    "dest": rec.dest,
-                }
-            )
+        self._record(
+            {
+                "kind": "transition",
+                "machine": machine,
+                "index": rec.index,
+                "trigger": rec.trigger,
+                "source": rec.source,
+                "dest": rec.dest,
+            }
+        )
 
     # --- file ---------------------------------------------------------------------------------
 
+    def _record(self, obj: dict[str, Any]) -> None:
+        """Write one record if there is a file; never raises (see the module docstring)."""
+        if self._file is None:
+            return
+        try:
+            self._write(obj)
+        except _Unserialisable as exc:
+            what = obj["kind"]
+            if what == "event" and isinstance(obj.get("event"), dict):
+                what = f"{obj['event'].get('type')} event"
+            logger.error(
+                "RunRecorder: cannot serialise a %s record for %s (%s); it is left out",
+                what,
+                self.path,
+                exc.__cause__,
+            )
+        except Exception as exc:
+            self._give_up(exc)
+
     def _write(self, obj: dict[str, Any]) -> None:
+        """Write one record (a ``seq`` and ``t`` are added to all but the header); raises."""
         file = self._file
         if file is None:
             raise ValueError("the recorder is closed")
+        seq = self._seq
         if obj["kind"] != "run":
-            self._seq += 1
+            seq += 1
             obj = {
                 "kind": obj["kind"],
-                "seq": self._seq,
+                "seq": seq,
                 "t": round(time.monotonic() - self._t0, 6),
                 **{k: v for k, v in obj.items() if k != "kind"},
             }
-        file.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
-        file.flush()
+        try:
+            data = (_dumps(obj) + "\n").encode("utf-8")
+        except Exception as exc:  # nothing was written: the file is as it was
+            raise _Unserialisable() from exc
+        view = memoryview(data)
+        while view:
+            count = file.write(view)
+            if not count:
+                raise OSError(f"the file took none of {len(view)} bytes")
+            view = view[count:]
+        self._seq = seq
+        self._size += len(data)
+
+    def _give_up(self, exc: Exception) -> None:
+        """A write failed: log it, take back the part of a line it may have left, stop writing."""
+        self.error = exc
+        logger.error(
+            "RunRecorder: writing %s failed (%s: %s); the recording stops here, the run goes on",
+            self.path,
+            type(exc).__name__,
+            exc,
+        )
+        file, self._file = self._file, None
+        if file is None:
+            return
+        try:
+            file.truncate(self._size)
+        except Exception:
+            pass  # closed underneath, or the file system refuses: nothing more can be done
+        try:
+            file.close()
+        except Exception:
+            pass
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Close the file (a failure to close is logged and kept in :attr:`error`)."""
+        file, self._file = self._file, None
+        if file is None:
+            return
+        try:
+            file.close()
+        except Exception as exc:
+            self.error = self.error or exc
+            logger.error("RunRecorder: closing %s failed (%s)", self.path, exc)
 
     def __enter__(self) -> RunRecorder:
         return self
@@ -198,6 +347,10 @@ class RunRecorder:
             events=list(self.events),
             machines={name: list(recs) for name, recs in self.machine_transitions.items()},
         )
+
+
+class _Unserialisable(Exception):
+    """A record could not be turned into a JSON line (its cause says why)."""
 
 
 @dataclass
@@ -227,30 +380,46 @@ class RecordedRun:
         return None
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as file:
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's non-blank lines, numbered; a line that is not UTF-8 raises RunFileError."""
+    with path.open(encoding="utf-8", errors="surrogateescape") as file:
         for number, line in enumerate(file, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RunFileError(f"{path}:{number}: not JSON: {exc.msg}") from None
-            if not isinstance(obj, dict) or "kind" not in obj:
-                raise RunFileError(f"{path}:{number}: expected a JSON object with a 'kind'")
-            yield number, obj
+            bad = _UNDECODABLE.search(line)
+            if bad is not None:
+                byte = ord(bad.group()) - 0xDC00
+                raise RunFileError(
+                    f"{path}:{number}: not UTF-8 text (byte 0x{byte:02x} at column "
+                    f"{bad.start() + 1})"
+                )
+            if line.strip():
+                yield number, line
+
+
+def _parse(where: str, line: str, code_points: bool) -> dict[str, Any]:
+    try:
+        obj = _loads_code_points(line) if code_points else json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RunFileError(f"{where}: not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise RunFileError(f"{where}: not JSON this reader can take: nested too deeply") from None
+    if not isinstance(obj, dict) or "kind" not in obj:
+        raise RunFileError(f"{where}: expected a JSON object with a 'kind'")
+    return obj
 
 
 def load_run(path: str | os.PathLike[str]) -> RecordedRun:
     """Read a recording written by :class:`RunRecorder`; validate every event and transition.
 
-    Raises :class:`RunFileError` (a ``ValueError``) naming the line at fault.
+    Raises :class:`RunFileError` (a ``ValueError``) naming the line at fault, ``OSError`` when
+    the file cannot be read.
     """
     path = Path(path)
     run: RecordedRun | None = None
-    for number, obj in _lines(path):
-        kind = obj["kind"]
+    code_points = False  # the header says surrogate escapes are single code points
+    for number, line in _lines(path):
         where = f"{path}:{number}"
+        obj = _parse(where, line, code_points)
+        kind = obj["kind"]
         if kind == "run":
             if run is not None:
                 raise RunFileError(f"{where}: a second 'run' header")
@@ -268,6 +437,7 @@ def load_run(path: str | os.PathLike[str]) -> RecordedRun:
             if not isinstance(machine, str):
                 raise RunFileError(f"{where}: the header has no machine name")
             run = RecordedRun(machine=machine, machines={machine: []})
+            code_points = obj.get("surrogates") == "escaped"
             continue
         if run is None:
             raise RunFileError(f"{where}: the file does not start with a 'run' header")

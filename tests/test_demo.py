@@ -28,6 +28,7 @@ def run_demo(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 def test_demo_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "out" / "run.mmd"
+    target.parent.mkdir()  # --out's directory must exist (see tests/test_cli_errors.py)
     code, out = run_demo(capsys, "--out", str(target))
     assert code == 0, out
     lines = out.splitlines()

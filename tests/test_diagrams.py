@@ -461,7 +461,7 @@ def test_cli_writes_files_by_suffix(tmp_path: Path) -> None:
 
 
 def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    assert diagrams.main(["--machine", "nope"]) == 1
+    assert diagrams.main(["--machine", "nope"]) == 2  # a bad argument, as argparse's errors
     err = capsys.readouterr().err
     assert "no machine named 'nope'; known: loop" in err
     with pytest.raises(SystemExit) as exit_info:

@@ -19,6 +19,7 @@ from agentcore_fsm import (
     Model,
     TextContent,
     ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
     TransitionRecord,
     TurnStartEvent,
     UserMessage,
@@ -117,7 +118,13 @@ async def test_a_recorded_run_round_trips(tmp_path: Path) -> None:
     assert first.content[0].thinking == ""
     # the camelCase wire form is what is stored
     lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
-    assert lines[0] == {"kind": "run", "format": RUN_FORMAT, "version": 1, "machine": "agent_loop"}
+    assert lines[0] == {
+        "kind": "run",
+        "format": RUN_FORMAT,
+        "version": 1,
+        "machine": "agent_loop",
+        "surrogates": "escaped",
+    }
     assert [x["seq"] for x in lines[1:]] == list(range(1, len(lines)))
     assert {x["kind"] for x in lines[1:]} == {"event", "transition"}
     assert any("toolCallId" in x["event"] for x in lines if x["kind"] == "event")
@@ -268,3 +275,217 @@ async def test_it_records_an_agent_as_a_listener(tmp_path: Path) -> None:
     assert [e.model_dump(mode="json", by_alias=True) for e in run.events] == expected
     assert run.end_reason == "completed"
     assert rec.event_count == len(expected)
+
+
+# --- hostile text and failing files ---------------------------------------------------------
+
+LONE_HIGH = json.loads('"\\ud83d"')  # what a provider's JSON gives for half an emoji
+LONE_LOW = json.loads('"\\udc00"')
+SPLIT_PAIR = LONE_HIGH + json.loads('"\\ude00"')  # two code points, as two stream deltas leave it
+HOSTILE_TEXT = f"half {LONE_HIGH}, low {LONE_LOW}, split {SPLIT_PAIR}, whole \U0001f600, °"
+HOSTILE_ARGS = {"q": f"x{LONE_HIGH}", LONE_LOW: [SPLIT_PAIR, "\U0001f600"]}
+
+
+def echo_tool() -> AgentTool:
+    async def execute(call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        return AgentToolResult(content=[TextContent(text=f"got {params['q']}")])
+
+    return AgentTool(
+        name="echo",
+        description="Echo q.",
+        parameters={"type": "object", "properties": {"q": {"type": "string"}}},
+        execute=execute,
+    )
+
+
+async def record_hostile_run(rec: RunRecorder, seen: list[Any]) -> list[Any]:
+    def emit(event: Any) -> None:
+        # (pydantic's JSON mode cannot dump a dict key that is a lone surrogate)
+        seen.append(event.model_dump(mode="python", by_alias=True))
+        rec(event)
+
+    script = [
+        faux_response(HOSTILE_TEXT, tool_calls=[faux_tool_call("echo", HOSTILE_ARGS)]),
+        faux_response(f"done {LONE_HIGH}"),
+    ]
+    return await run_agent_loop(
+        [UserMessage(content=f"hi {LONE_LOW}")],
+        AgentContext(tools=[echo_tool()]),
+        AgentLoopConfig(model=MODEL),
+        emit,
+        stream_fn=FauxProvider(script, chunk_size=3),
+        on_transition=rec.on_transition,
+    )
+
+
+@pytest.mark.anyio
+async def test_lone_surrogates_are_recorded_losslessly(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    seen: list[Any] = []
+    with RunRecorder(path) as rec:
+        messages = await record_hostile_run(rec, seen)
+    assert rec.error is None
+    assert messages[-1].stop_reason == "stop" and rec.end_reason == "completed"
+    run = load_run(path)
+    assert run.end_reason == "completed"
+    assert [e.model_dump(mode="python", by_alias=True) for e in run.events] == seen
+    first = next(e for e in run.events if e.type == "message_end" and e.message.role == "assistant")
+    assert first.message.content[0].text == HOSTILE_TEXT  # the same code points, none merged
+    start = next(e for e in run.events if e.type == "tool_execution_start")
+    assert start.args == HOSTILE_ARGS
+    assert run.events[-1].messages[-1].content[0].text == f"done {LONE_HIGH}"
+    # the file is plain UTF-8 that any JSON reader takes; readable text stays as it is
+    text = path.read_bytes().decode("utf-8")
+    assert "\\ud83d" in text and "°" in text and "\U0001f600" in text
+    for line in text.splitlines():
+        json.loads(line)
+
+
+def test_escaped_pairs_of_other_writers_are_one_character(tmp_path: Path) -> None:
+    # a file written by another tool (plain json.dumps) means what JSON says: a pair escaped
+    # as two escapes is one character
+    event = {"type": "agent_end", "messages": [], "reason": "completed"}
+    user = {"role": "user", "content": "\U0001f600", "timestamp": 1}
+    event["messages"] = [user]
+    path = write_lines(tmp_path / "other.jsonl", HEADER, {"kind": "event", "event": event})
+    assert "\\ud83d\\ude00" in path.read_text(encoding="utf-8")
+    assert load_run(path).events[0].messages[0].content == "\U0001f600"
+
+
+class ClosedUnderneath:
+    """Closes the recorder's file after ``after`` records, as if something else closed it."""
+
+    def __init__(self, rec: RunRecorder, after: int) -> None:
+        self.rec, self.after, self.count = rec, after, 0
+
+    def __call__(self, event: Any) -> None:
+        self.count += 1
+        if self.count == self.after:
+            assert rec_file(self.rec) is not None
+            rec_file(self.rec).close()
+        self.rec(event)
+
+
+def rec_file(rec: RunRecorder) -> Any:
+    return rec._file
+
+
+@pytest.mark.anyio
+async def test_a_file_closed_underneath_does_not_break_the_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "run.jsonl"
+    with RunRecorder(path) as rec:
+        emit = ClosedUnderneath(rec, after=4)
+        messages = await run_agent_loop(
+            [UserMessage(content="Weather in Lyon?")],
+            AgentContext(tools=[lookup_tool()]),
+            AgentLoopConfig(model=MODEL),
+            emit,
+            stream_fn=FauxProvider(script()),
+            on_transition=rec.on_transition,
+        )
+    assert messages[-1].stop_reason == "stop"  # the run ended normally
+    assert rec.end_reason == "completed" and rec.transitions[-1].dest == "stopped"
+    assert isinstance(rec.error, ValueError)
+    assert any(r.name == "agentcore_fsm" and str(path) in r.getMessage() for r in caplog.records)
+    run = load_run(path)  # what was written before is a well-formed recording
+    assert len(run.events) == 3 and run.events[0].type == "agent_start"
+
+
+class DiskFills:
+    """A file that takes ``budget`` bytes, then writes part of a line and fails (disk full)."""
+
+    def __init__(self, inner: Any, budget: int) -> None:
+        self.inner, self.budget = inner, budget
+
+    def write(self, data: Any) -> int:
+        if self.budget <= 0:
+            raise OSError(28, "No space left on device")
+        n = min(len(data), self.budget)
+        self.budget -= n
+        written: int = self.inner.write(bytes(data[:n]))
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.anyio
+async def test_a_full_disk_does_not_break_the_run_and_leaves_whole_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "run.jsonl"
+    seen: list[Any] = []
+    with RunRecorder(path) as rec:
+        header = path.stat().st_size
+        rec._file = DiskFills(rec._file, budget=header + 700)
+        messages = await record_hostile_run(rec, seen)
+    assert messages[-1].stop_reason == "stop"
+    assert rec.end_reason == "completed" and rec.event_count == len(seen)
+    assert isinstance(rec.error, OSError)
+    assert "No space left on device" in caplog.text
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("\n")  # the line cut short was taken back
+    run = load_run(path)
+    assert 0 < len(run.events) < len(seen)
+    loaded = [e.model_dump(mode="python", by_alias=True) for e in run.events]
+    assert loaded == seen[: len(run.events)]
+
+
+def test_an_event_that_cannot_be_serialised_is_left_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    deep: Any = "bottom"
+    for _ in range(100_000):  # deeper than any serialiser goes
+        deep = [deep]
+    path = tmp_path / "deep.jsonl"
+    with RunRecorder(path, keep_events=True) as rec:
+        rec(AgentStartEvent())
+        rec(ToolExecutionStartEvent(tool_call_id="c1", tool_name="t", args={"deep": deep}))
+        rec(AgentEndEvent(reason="completed"))
+    assert rec.error is None and rec.end_reason == "completed"
+    assert "tool_execution_start" in caplog.text
+    kept = ["agent_start", "tool_execution_start", "agent_end"]
+    assert [e.type for e in rec.events] == kept  # in memory nothing needs serialising
+    run = load_run(path)
+    assert [e.type for e in run.events] == ["agent_start", "agent_end"]
+
+
+def test_a_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    body = '{"kind": "event", "event": {"type": "agent_start"}, "note": "café"}\n'
+    path.write_bytes((json.dumps(HEADER) + "\n").encode() + body.encode("latin-1"))
+    with pytest.raises(RunFileError) as info:
+        load_run(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:2: not UTF-8")
+    assert "0xe9" in message
+
+
+def test_a_nested_too_deeply_line_is_a_run_file_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_text(json.dumps(HEADER) + "\n" + "[" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(RunFileError, match=":2: "):
+        load_run(path)
+
+
+def test_values_json_cannot_carry_keep_the_file_strict_json(tmp_path: Path) -> None:
+    path = tmp_path / "nan.jsonl"
+    result = AgentToolResult(
+        content=[TextContent(text="ok")],
+        details={"nan": float("nan"), "inf": [float("inf")], "raw": Opaque()},
+    )
+    with RunRecorder(path) as rec:
+        rec(ToolExecutionEndEvent(tool_call_id="c1", tool_name="t", result=result, is_error=False))
+
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"{name} is not JSON")
+
+    line = path.read_text(encoding="utf-8").splitlines()[1]
+    assert json.loads(line, parse_constant=refuse)["event"]["result"]["details"] == {
+        "nan": None,
+        "inf": [None],
+        "raw": "<Opaque>",
+    }
+    assert load_run(path).events[0].result.details["raw"] == "<Opaque>"
