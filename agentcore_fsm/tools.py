@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,6 +20,9 @@ from .messages import (
     Usage,
     Wire,
 )
+
+if TYPE_CHECKING:
+    from .schema import CompiledSchema
 
 __all__ = [
     "AfterToolCallContext",
@@ -58,6 +61,13 @@ class AgentTool:
     pydantic model class (``execute`` then receives an instance of it). ``execute(tool_call_id,
     params, signal, on_update)`` may be ``async def`` or a plain function; a plain function runs
     in a worker thread so that it cannot block the event loop.
+
+    A JSON-schema dict is checked and compiled when it is set: making the tool, or assigning
+    ``tool.parameters`` later, raises ``ValueError`` (naming the tool) for an invalid schema, and
+    ``TypeError`` for parameters that are neither a dict nor a pydantic model class. The compiled
+    validator is kept on the tool for the schema object it was made from. Editing that dict in
+    place afterwards is not checked again (validation reads the edited dict, but an invalid edit
+    shows only when a call is validated): assign a new dict to have it checked.
     """
 
     name: str
@@ -67,7 +77,14 @@ class AgentTool:
     label: str = ""
     prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     execution_mode: ToolExecutionMode | None = None
-    _validator: Any = field(default=None, init=False, repr=False)
+    _validator: CompiledSchema | None = field(default=None, init=False, repr=False)
+
+    if not TYPE_CHECKING:  # runtime only: type checkers keep flagging unknown attribute names
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+            if name == "parameters":
+                object.__setattr__(self, "_validator", _compile_parameters(self.name, value))
 
     def json_schema(self) -> dict[str, Any]:
         """The parameters as a JSON schema (for providers)."""
@@ -134,7 +151,30 @@ def find_tool(tools: list[AgentTool], name: str) -> AgentTool:
     raise ToolCallRejected(f"Tool {name} not found")
 
 
+def _is_model_class(params: Any) -> TypeGuard[type[BaseModel]]:
+    return isinstance(params, type) and issubclass(params, BaseModel)
+
+
+def _compile_parameters(tool_name: str, params: Any) -> CompiledSchema | None:
+    """The compiled validator of JSON-schema parameters (None for a pydantic model class)."""
+    return None if _is_model_class(params) else _compile_dict_schema(tool_name, params)
+
+
+def _compile_dict_schema(tool_name: str, params: Any) -> CompiledSchema:
+    if not isinstance(params, Mapping):
+        kind = f"class {params.__name__}" if isinstance(params, type) else type(params).__name__
+        raise TypeError(
+            f'Tool "{tool_name}": parameters must be a JSON-schema dict or a pydantic model '
+            f"class, got {kind}"
+        )
+    from .schema import compile_schema
+
+    return compile_schema(params, tool_name)
+
+
 def _format_validation(tool_name: str, problems: list[tuple[str, str]], raw: Any) -> str:
+    """The error text: a header, one ``  - path: message`` line per problem, then the raw
+    arguments as indented JSON."""
     lines = [f'Validation failed for tool "{tool_name}":']
     lines += [f"  - {path}: {message}" for path, message in problems]
     lines += ["", "Received arguments:", json.dumps(raw, indent=2, default=str, ensure_ascii=False)]
@@ -152,7 +192,7 @@ def validate_arguments(tool: AgentTool, raw: Any) -> Any:
     if isinstance(raw, dict) and RAW_ARGUMENTS_KEY in raw and ARGUMENTS_ERROR_KEY in raw:
         why = str(raw[ARGUMENTS_ERROR_KEY])
         raise ToolCallRejected(_format_validation(tool.name, [("root", why)], raw))
-    if isinstance(params, type) and issubclass(params, BaseModel):
+    if _is_model_class(params):
         try:
             return params.model_validate(raw)
         except ValidationError as exc:
@@ -161,9 +201,11 @@ def validate_arguments(tool: AgentTool, raw: Any) -> Any:
                 for err in exc.errors(include_url=False)
             ]
             raise ToolCallRejected(_format_validation(tool.name, problems, raw)) from None
-    from .schema import validate_json_schema
-
-    problems = validate_json_schema(params, raw)
+    compiled = tool._validator
+    if compiled is None or compiled.source is not params:  # set without going through setattr
+        compiled = _compile_dict_schema(tool.name, params)
+        object.__setattr__(tool, "_validator", compiled)
+    problems = compiled.problems(raw)
     if problems:
         raise ToolCallRejected(_format_validation(tool.name, problems, raw))
     return raw

@@ -271,8 +271,8 @@ async def test_validation_failure_text_for_a_json_schema() -> None:
     expected = "\n".join(
         [
             'Validation failed for tool "calc":',
-            "  - b: required property is missing",
             "  - a: must be integer, got string",
+            "  - b: required property is missing",
             "",
             "Received arguments:",
             "{",
