@@ -16,9 +16,10 @@ works too (no prompt is printed then), which is how the tests drive it.
 The model has two safe built-in tools (``--no-tools`` leaves them out):
 
 * ``current_time`` — the current date and time, in UTC or an IANA time zone;
-* ``calculator`` — arithmetic on numbers (``+ - * / // % **``, parentheses, a few ``math``
-  functions and constants). The expression is parsed, never evaluated as Python: anything
-  else is refused, and sizes are bounded so that no expression can exhaust memory or time.
+* ``calculator`` — exact decimal arithmetic on numbers (``+ - * / // % **``, parentheses), the
+  same as the demo's (:mod:`agentcore_fsm.calculator`). The expression is parsed, never
+  evaluated as Python: anything else (names, functions, ...) is refused, and sizes are bounded
+  so that no expression can exhaust memory or time.
 
 Arguments are checked before anything starts: an empty ``--model``, a ``--base-url`` that is
 not an http(s) URL with a host, or a ``--max-tokens`` below 1 is refused with exit status 2.
@@ -31,17 +32,13 @@ OpenAI-compatible server) a key is optional. A model missing from the table in
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import datetime as dt
 import json
-import math
-import operator
 import os
 import signal
 import sys
 import urllib.parse
-from collections.abc import Callable
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -50,6 +47,7 @@ import anyio.abc
 import anyio.to_thread
 
 from .abort import AbortController
+from .calculator import calculator_tool
 from .config import AgentContext, AgentLoopConfig, StreamFn
 from .driver import run_agent_loop
 from .messages import AssistantMessage, Model, TextContent, UserMessage
@@ -62,126 +60,13 @@ from .providers.models import (
 )
 from .tools import AgentTool, AgentToolResult
 
-__all__ = ["CalculatorError", "builtin_tools", "calculate", "main"]
+__all__ = ["builtin_tools", "main"]
 
 LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
-# --- the calculator -------------------------------------------------------------------------
-
-
-class CalculatorError(ValueError):
-    """An expression the calculator refuses or cannot compute."""
-
-
-MAX_EXPRESSION = 500
-MAX_EXPONENT = 10_000
-MAX_INT_DIGITS = 4_000
-_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
-    ast.UAdd: operator.pos,
-    ast.USub: operator.neg,
-}
-_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "sqrt": math.sqrt,
-    "exp": math.exp,
-    "log": math.log,
-    "log10": math.log10,
-    "log2": math.log2,
-    "sin": math.sin,
-    "cos": math.cos,
-    "tan": math.tan,
-    "asin": math.asin,
-    "acos": math.acos,
-    "atan": math.atan,
-    "abs": abs,
-    "round": round,
-    "floor": math.floor,
-    "ceil": math.ceil,
-    "min": min,
-    "max": max,
-}
-_CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
-
-
-def _check_size(value: Any) -> Any:
-    if isinstance(value, complex):
-        raise CalculatorError("the result is not a real number")
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value and math.log10(abs(value)) > MAX_INT_DIGITS:
-            raise CalculatorError(f"result too large (over {MAX_INT_DIGITS} digits)")
-    return value
-
-
-def _eval(node: ast.AST) -> Any:
-    if isinstance(node, ast.Expression):
-        return _eval(node.body)
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
-        return _CONSTANTS[node.id]
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_eval(node.operand))
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise CalculatorError(f"exponent too large (over {MAX_EXPONENT})")
-        try:
-            return _check_size(_BINARY[type(node.op)](left, right))
-        except ZeroDivisionError:
-            raise CalculatorError("division by zero") from None
-        except OverflowError:
-            raise CalculatorError("result too large") from None
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in _FUNCTIONS
-        and not node.keywords
-    ):
-        args = [_eval(arg) for arg in node.args]
-        try:
-            return _check_size(_FUNCTIONS[node.func.id](*args))
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise CalculatorError(f"{node.func.id}: {exc}") from None
-    raise CalculatorError(f"unsupported expression: {ast.unparse(node)!r}")
-
-
-def calculate(expression: str) -> int | float:
-    """Evaluate an arithmetic expression safely (see the module docstring)."""
-    text = expression.strip()
-    if not text:
-        raise CalculatorError("empty expression")
-    if len(text) > MAX_EXPRESSION:
-        raise CalculatorError(f"expression too long (over {MAX_EXPRESSION} characters)")
-    try:
-        tree = ast.parse(text.replace("^", "**"), mode="eval")
-    except SyntaxError:
-        raise CalculatorError(f"not an arithmetic expression: {expression!r}") from None
-    result: int | float = _eval(tree)
-    return result
-
-
 # --- the built-in tools ---------------------------------------------------------------------
 
-CALCULATOR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "expression": {
-            "type": "string",
-            "description": "An arithmetic expression, e.g. '(2 + 3) * sqrt(16) / 7'.",
-        }
-    },
-    "required": ["expression"],
-    "additionalProperties": False,
-}
 TIME_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -196,13 +81,6 @@ TIME_SCHEMA: dict[str, Any] = {
 
 def _text(text: str) -> AgentToolResult:
     return AgentToolResult(content=[TextContent(text=text)])
-
-
-async def _calculator(call_id: str, params: dict[str, Any], signal: Any, on_update: Any) -> Any:
-    value = calculate(params["expression"])
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        value = int(value)
-    return _text(str(value))
 
 
 async def _current_time(call_id: str, params: dict[str, Any], signal: Any, on_update: Any) -> Any:
@@ -225,11 +103,8 @@ def builtin_tools() -> list[AgentTool]:
             execute=_current_time,
             label="Current time",
         ),
-        AgentTool(
-            name="calculator",
+        calculator_tool(
             description="Evaluate an arithmetic expression exactly; use it for any arithmetic.",
-            parameters=CALCULATOR_SCHEMA,
-            execute=_calculator,
             label="Calculator",
         ),
     ]

@@ -15,7 +15,7 @@ import sys
 COMMANDS = {
     "demo": ("agentcore_fsm.demo", "Run a scripted agent session offline (faux provider)."),
     "bench": ("agentcore_fsm.bench", "Measure the loop against a minimal hand-written loop."),
-    "diagram": ("agentcore_fsm.diagrams", "Render the declared machines or a recorded run."),
+    "diagram": ("agentcore_fsm.diagram_cli", "Render the declared machines or a recorded run."),
     "chat": ("agentcore_fsm.chat", "Chat with a real model (OpenAI-compatible or Anthropic)."),
 }
 BROKEN_PIPE = 141  # 128 + SIGPIPE

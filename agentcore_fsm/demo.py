@@ -11,8 +11,9 @@ final answer was computed by the tools during the run:
 3. while those run, the user sends a steering message (asking for VAT to be added), which the
    loop injects before the next model call (``get_steering_messages``);
 4. it adds the totals up with the ``calculator`` tool (two parallel calls: the sum, and the sum
-   with VAT); the calculator parses arithmetic with :mod:`ast` and computes with
-   :class:`~decimal.Decimal` - no ``eval``;
+   with VAT); the calculator (:mod:`agentcore_fsm.calculator`, shared with ``agentcore-fsm
+   chat``) parses arithmetic with :mod:`ast` and computes with :class:`~decimal.Decimal` - no
+   ``eval``;
 5. it answers with the computed numbers.
 
 The transcript shows the streamed text as it arrives, every tool call and result, the steering
@@ -34,12 +35,9 @@ The output is plain ASCII, so it reads the same in any terminal or log.
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import decimal
 import inspect
 import math
-import operator
 import re
 import sys
 import tempfile
@@ -50,19 +48,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
-from pydantic import BaseModel, Field
 
+from .calculator import calculator_tool
 from .config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
 from .declaration import Declaration, load_declaration
-from .diagrams import (
-    GraphvizError,
-    find_dot,
-    output_file_problem,
-    render_dot,
-    run_view,
-    to_dot,
-    to_mermaid,
-)
+from .diagram_cli import output_file_problem
+from .diagrams import GraphvizError, find_dot, render_dot, run_view, to_dot, to_mermaid
 from .driver import run_agent_loop
 from .machine import TransitionRecord
 from .messages import (
@@ -77,7 +68,7 @@ from .messages import (
 from .providers.faux import FauxProvider, faux_response
 from .tools import AgentTool, AgentToolResult
 
-__all__ = ["calculate", "main"]
+__all__ = ["main"]
 
 QUESTION = "What do the invoices in my workspace add up to?"
 STEERING = "Oh, and please add 20% VAT to the total as well."
@@ -86,100 +77,6 @@ INVOICES = {
     "invoices/2024-02-globex.txt": ("Globex", "Consulting, 2 days", "380.25"),
     "invoices/2024-03-initech.txt": ("Initech", "TPS report covers (500)", "2112.00"),
 }
-
-
-# --- the calculator: arithmetic without eval ------------------------------------------------
-
-
-class CalculatorError(ValueError):
-    """The expression is not plain arithmetic, or cannot be computed."""
-
-
-_BINARY: dict[type[ast.operator], Callable[[Decimal, Decimal], Decimal]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_UNARY: dict[type[ast.unaryop], Callable[[Decimal], Decimal]] = {
-    ast.UAdd: operator.pos,
-    ast.USub: operator.neg,
-}
-MAX_EXPRESSION = 200
-MAX_EXPONENT = 100
-
-
-def calculate(expression: str) -> Decimal:
-    """Evaluate ``expression`` (numbers, ``+ - * / // % **``, parentheses) exactly in decimal.
-
-    The text is parsed with :mod:`ast` and only those node types are walked; anything else
-    (names, calls, attributes, ...) raises :class:`CalculatorError`. Number literals are read
-    from their source text, so ``0.1 + 0.2`` is exactly ``0.3``. Exponents are limited to
-    ``MAX_EXPONENT`` so that a model cannot make the tool spin. ``//`` and ``%`` follow
-    :class:`~decimal.Decimal` (they truncate toward zero: ``-7 // 2 == -3``), and results carry
-    28 significant digits.
-    """
-    if len(expression) > MAX_EXPRESSION:
-        raise CalculatorError(f"expression longer than {MAX_EXPRESSION} characters")
-    try:
-        tree = ast.parse(expression.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise CalculatorError(f"not an arithmetic expression: {exc.msg}") from None
-    source = expression.strip()
-
-    def walk(node: ast.AST) -> Decimal:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            text = (ast.get_source_segment(source, node) or "").replace("_", "")
-            try:
-                return Decimal(text)
-            except decimal.InvalidOperation:  # e.g. 0x1F: take the value Python read
-                return Decimal(repr(node.value))
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            left, right = walk(node.left), walk(node.right)
-            if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-                raise CalculatorError(f"exponent larger than {MAX_EXPONENT}")
-            return _BINARY[type(node.op)](left, right)
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return _UNARY[type(node.op)](walk(node.operand))
-        raise CalculatorError(f"unsupported element: {ast.dump(node)[:40]}")
-
-    try:
-        with decimal.localcontext() as ctx:
-            ctx.prec = 28
-            ctx.traps[decimal.DivisionByZero] = True
-            ctx.traps[decimal.InvalidOperation] = True
-            return walk(tree)
-    except (decimal.DivisionByZero, ZeroDivisionError):
-        raise CalculatorError("division by zero") from None
-    except decimal.DecimalException as exc:
-        raise CalculatorError(f"cannot compute: {type(exc).__name__}") from None
-
-
-def format_number(value: Decimal) -> str:
-    """Plain notation, trailing zeros dropped (``4490.100`` -> ``4490.1``)."""
-    text = format(value.normalize(), "f")
-    return text
-
-
-class CalculatorArgs(BaseModel):
-    """The calculator's parameters, as a pydantic model (the tool receives an instance)."""
-
-    expression: str = Field(description="Arithmetic, e.g. '(2 + 3) * 1.2'")
-
-
-async def _calculator(
-    tool_call_id: str, params: CalculatorArgs, signal: Any, on_update: Any
-) -> AgentToolResult:
-    value = calculate(params.expression)  # a CalculatorError becomes an error result
-    return AgentToolResult(
-        content=[TextContent(text=format_number(value))],
-        details={"expression": params.expression},
-    )
 
 
 # --- the file tools (plain functions: they run in a worker thread) ---------------------------
@@ -547,13 +444,7 @@ async def run_demo(
         steering.clear()
         return drained
 
-    calculator = AgentTool(
-        name="calculator",
-        description="Evaluate an arithmetic expression exactly (no variables, no functions).",
-        parameters=CalculatorArgs,
-        execute=_calculator,
-    )
-    tools = [_flushing(t, transcript.flush) for t in (*file_tools(workspace), calculator)]
+    tools = [_flushing(t, transcript.flush) for t in (*file_tools(workspace), calculator_tool())]
     context = AgentContext(system_prompt="You are a careful bookkeeping assistant.", tools=tools)
     config = AgentLoopConfig(
         model=Model(id="faux-demo", provider="faux", api="faux"),

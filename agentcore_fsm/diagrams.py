@@ -1,4 +1,4 @@
-"""Diagrams of the declared machines, and of live or recorded runs on them.
+"""Diagrams of the declared machines, and of live or recorded runs on them: the rendering.
 
 Everything is drawn from the declarations in ``states/`` (:mod:`agentcore_fsm.declaration`), so a
 diagram can never disagree with the engine. Three outputs:
@@ -26,81 +26,60 @@ classes. Build a view with :func:`run_view` (transition records), :func:`view_of
 live ``LoopMachine``) or :func:`view_of_recording` (a recording made by
 :class:`~agentcore_fsm.recorder.RunRecorder`).
 
-This module is never imported by the engine; it imports only the standard library and the
-declaration loader.
+Every SVG rendered here carries a comment with the SHA-256 of the DOT source it was rendered
+from; :func:`svg_is_current` uses it to tell whether an SVG still matches its declaration
+without comparing bytes (Graphviz versions lay out and serialise differently).
 
-Command line (``agentcore-fsm diagram``)::
-
-    agentcore-fsm diagram [--machine loop|agent] [--format mermaid|dot|svg|png] [--out FILE]
-    agentcore-fsm diagram --run RUN.jsonl [--format ...] [--out FILE]
-    agentcore-fsm diagram --regenerate [--check]        # keeps diagrams/ in step (make diagrams)
-
-With ``--out`` and no ``--format``, the suffix decides the format (``.mmd``/``.mermaid``,
-``.dot``/``.gv``, ``.svg``, ``.png``; no suffix: Mermaid), and any other suffix is refused; with
-``--format``, a suffix of another format is refused (``.txt`` goes for the text formats). The
-file's directory must exist. ``--regenerate --dir DIR`` creates ``DIR`` when missing, but not
-its parent. A bad argument is a one-line error and exit status 2; a failure while rendering (a
-recording that cannot be read, Graphviz missing) exit status 1.
-
-The committed renders in ``diagrams/`` (:func:`regenerate`): for each declaration ``NAME``,
-``NAME.mmd`` and ``NAME.dot`` are compared byte for byte with what the declaration renders now.
-``NAME.svg`` is not, because Graphviz versions lay out and serialise differently; instead every
-SVG carries a comment with the SHA-256 of the DOT source it was rendered from, and it is current
-when it is well-formed XML, that hash matches the DOT rendered now, and it names every state.
-Regeneration re-renders an SVG only when it is not current, so it is idempotent and does not churn
-with the local Graphviz version.
+The modules around this one: :mod:`agentcore_fsm.diagram_files` keeps the committed
+``diagrams/`` folder in step with the declarations, and :mod:`agentcore_fsm.diagram_cli` is the
+``agentcore-fsm diagram`` command. This module is never imported by the engine; it imports only
+the standard library and the declaration loader (the recording reader, when given a path).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import html
 import json
 import re
 import shutil
 import subprocess
-import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .declaration import (
-    Declaration,
-    DeclarationError,
-    TransitionSpec,
-    declaration_names,
-    load_declaration,
-)
+from .declaration import Declaration, TransitionSpec, load_declaration
 
 __all__ = [
     "EXCEPTIONAL_TRIGGERS",
     "FORMATS",
     "MACHINE_ALIASES",
+    "Format",
     "GraphvizError",
     "GraphvizNotFoundError",
     "RunView",
-    "main",
-    "regenerate",
+    "diagram_title",
+    "dot_digest",
+    "find_dot",
     "render",
-    "resolve_machine",
+    "render_dot",
     "run_view",
     "svg_is_current",
-    "sync_embedded",
     "to_dot",
     "to_mermaid",
     "view_of_machine",
     "view_of_recording",
 ]
 
+
 Format = Literal["mermaid", "dot", "svg", "png"]
 FORMATS: tuple[Format, ...] = ("mermaid", "dot", "svg", "png")
 MACHINE_ALIASES = {"loop": "agent_loop", "agent": "agent"}
-"""Short names accepted by ``--machine`` (any declaration name is accepted too)."""
+"""Short names of the declared machines, accepted wherever a machine is named (any declaration
+name is accepted too): :func:`view_of_recording` and ``agentcore-fsm diagram --machine``."""
 EXCEPTIONAL_TRIGGERS = frozenset({"abort", "fail"})
 """Triggers drawn as exceptional (dashed, muted): the abort signal and failures (SPEC §4, §5)."""
 ENDED_BADLY = frozenset({"aborted", "error"})
@@ -260,13 +239,20 @@ def view_of_machine(machine: Any) -> RunView:
 
 def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Declaration, RunView]:
     """The declaration and view of a recorded run (a :class:`~agentcore_fsm.recorder.RecordedRun`
-    or a path to a JSONL recording). ``machine`` picks which recorded machine to draw (default:
-    the recording's main machine). The outcome is the last ``agent_end``'s reason."""
+    or a path to a JSONL recording). ``machine`` picks which recorded machine to draw: a
+    declaration name or one of :data:`MACHINE_ALIASES` (default: the recording's main machine).
+    The outcome is the last ``agent_end``'s reason. An unknown machine raises
+    :class:`~agentcore_fsm.declaration.DeclarationError`; one the recording has no transitions
+    of, ``ValueError``."""
     if not hasattr(recording, "machines"):
         from .recorder import load_run
 
         recording = load_run(recording)
-    name = resolve_name(machine) if machine is not None else recording.machine
+    if machine is None:
+        name = recording.machine
+    else:
+        name = MACHINE_ALIASES.get(machine, machine)
+        load_declaration(name)  # a machine that is not declared: DeclarationError
     if name not in recording.machines:
         known = ", ".join(sorted(recording.machines)) or "none"
         raise ValueError(f"the recording has no transitions of {name!r} (it has: {known})")
@@ -361,7 +347,10 @@ def _outcome_text(view: RunView) -> str:
     return f"ended: {view.outcome}"
 
 
-def _title(decl: Declaration, view: RunView | None) -> str:
+def diagram_title(decl: Declaration, view: RunView | None = None) -> str:
+    """A diagram's title: for a static diagram (``view`` None) ``TITLE (states/NAME.toml)``,
+    which is also how :func:`~agentcore_fsm.diagram_files.sync_embedded` recognises a copy of
+    it; for a run, what the run did and how it ended."""
     if view is None:
         return f"{decl.title} (states/{decl.name}.toml)"
     n = len(view.path)
@@ -419,7 +408,7 @@ def to_mermaid(decl: Declaration, run: RunView | None = None) -> str:
     ids = _mermaid_ids(decl)
     out = [
         "---",
-        f"title: {json.dumps(_title(decl, run), ensure_ascii=False)}",
+        f"title: {json.dumps(diagram_title(decl, run), ensure_ascii=False)}",
         "---",
         "stateDiagram-v2",
         f"    %% Generated from states/{decl.name}.toml by `agentcore-fsm diagram`."
@@ -573,7 +562,7 @@ def _legend(decl: Declaration, run: RunView | None) -> str:
 def to_dot(decl: Declaration, run: RunView | None = None) -> str:
     """The machine as Graphviz DOT source (with ``run`` overlaid when given)."""
     title = (
-        f'<<font point-size="16"><b>{_h(_title(decl, run))}</b></font><br/>'
+        f'<<font point-size="16"><b>{_h(diagram_title(decl, run))}</b></font><br/>'
         f'<font point-size="10" color="{_MUTED}">{_h(_legend(decl, run))}</font>>'
     )
     out = [
@@ -706,7 +695,7 @@ def render(
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-# --- diagrams/ ----------------------------------------------------------------------------------
+# --- checking an SVG ----------------------------------------------------------------------------
 
 
 def svg_is_current(svg: str, decl: Declaration, dot_source: str | None = None) -> list[str]:
@@ -731,398 +720,3 @@ def svg_is_current(svg: str, decl: Declaration, dot_source: str | None = None) -
     if missing:
         problems.append(f"states missing from the drawing: {', '.join(missing)}")
     return problems
-
-
-def default_directory() -> Path:
-    """``diagrams/`` of the source checkout this module runs from."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "states").is_dir():
-        raise FileNotFoundError(
-            "diagrams/ lives in a source checkout; this is an installed copy (pass --dir DIR)"
-        )
-    return root / "diagrams"
-
-
-def readme_text(names: Sequence[str]) -> str:
-    """The generated ``diagrams/README.md`` (every machine's Mermaid, embedded)."""
-    out = [
-        "# State diagrams",
-        "",
-        "<!-- Generated by `make diagrams` (agentcore-fsm diagram --regenerate). Do not edit. -->",
-        "",
-        "Rendered from the declarations in [`states/`](../states), the single source of truth for",
-        "the engine, these diagrams and the tests. `tests/test_diagrams.py` fails when a file here",
-        "differs from what the declarations render now; `make diagrams` brings them back in step.",
-        "",
-        "Reading a transition: **trigger** `[guards]` (`not g` for an `unless` guard), then on the",
-        "next line, after `/`, the emit actions it runs, in order (each produces the agent events",
-        "the declaration's `[emits]` table describes). All transitions from one state to another",
-        "share one arrow, their labels stacked; transitions on an arrow with the same guards and",
-        "emits share a line (`abort | fail [turn_open]`). A transition declared with several",
-        "sources appears on each source's arrow. Abort and failure transitions have arrows of",
-        "their own (dashed in the SVGs); triggers the machine fires itself are italic there.",
-        "",
-        "Mermaid (`.mmd`) and DOT (`.dot`) files are compared byte for byte. SVGs are not",
-        "(Graphviz versions lay out differently): each SVG carries a comment with the SHA-256 of",
-        "the DOT source it was rendered from, and the check requires well-formed XML, a matching",
-        "hash and every state's name. Regeneration re-renders an SVG only when that check fails.",
-        "",
-        "To draw a run instead (the path taken, counts, where it failed): record it with",
-        "`RunRecorder` and run `agentcore-fsm diagram --run RUN.jsonl --format svg --out run.svg`.",
-    ]
-    for name in names:
-        decl = load_declaration(name)
-        out += [
-            "",
-            f"## {decl.title} (`{name}`)",
-            "",
-            f"Declared in [`states/{name}.toml`](../states/{name}.toml). Also as "
-            f"[SVG]({name}.svg), [Mermaid]({name}.mmd) and [DOT]({name}.dot).",
-            "",
-            "```mermaid",
-            to_mermaid(decl).rstrip("\n"),
-            "```",
-        ]
-    return "\n".join(out) + "\n"
-
-
-_EMBEDDED = re.compile(
-    r'^```mermaid\n---\ntitle: ("[^\n]*")\n---\n.*?^```$', re.DOTALL | re.MULTILINE
-)
-
-
-def sync_embedded(markdown: str, diagrams: dict[str, str]) -> str:
-    """``markdown`` with every `````mermaid`` block whose title is a key of ``diagrams`` (a
-    diagram's title) replaced by that diagram; other blocks are left alone."""
-
-    def replace(match: re.Match[str]) -> str:
-        try:
-            title = json.loads(match.group(1))
-        except ValueError:
-            return match.group(0)
-        text = diagrams.get(title) if isinstance(title, str) else None
-        return match.group(0) if text is None else f"```mermaid\n{text}```"
-
-    return _EMBEDDED.sub(replace, markdown)
-
-
-def default_embedded() -> list[Path]:
-    """The Markdown files of the checkout that embed static diagrams."""
-    root = default_directory().parent
-    return [root / "README.md"]
-
-
-def _ordered(names: Iterable[str]) -> list[str]:
-    """Declaration names, the agent loop first (it is the machine most readers come for)."""
-    return sorted(names, key=lambda n: (n != "agent_loop", n))
-
-
-def regenerate(
-    directory: Path | None = None,
-    *,
-    check: bool = False,
-    names: Sequence[str] | None = None,
-    embedded: Sequence[Path] = (),
-    dot_binary: str | None = None,
-) -> list[Path]:
-    """Bring ``directory`` (default: the checkout's ``diagrams/``) in step with the declarations.
-
-    Returns the files that were written or deleted — with ``check=True``, the ones that would
-    be, writing nothing. Returns ``[]`` when everything is current (so a second run is a no-op).
-    Stale ``.mmd``/``.dot``/``.svg`` files of machines no longer declared are deleted.
-    ``directory`` is created when missing, but not its parent (``FileNotFoundError``).
-    ``embedded``: Markdown files whose `````mermaid`` copies of a static diagram (recognised by
-    its title) are brought in step too (the command passes ``README.md`` and
-    ``docs/readme-diagrams.md``). Raises :class:`GraphvizNotFoundError` when an SVG must be
-    re-rendered and ``dot`` is missing.
-    """
-    directory = default_directory() if directory is None else Path(directory)
-    names = _ordered(declaration_names() if names is None else names)
-    wanted: dict[Path, str | None] = {}  # None: an SVG that must be rendered
-    for name in names:
-        decl = load_declaration(name)
-        mermaid, source = to_mermaid(decl), to_dot(decl)
-        wanted[directory / f"{name}.mmd"] = mermaid
-        wanted[directory / f"{name}.dot"] = source
-        svg_path = directory / f"{name}.svg"
-        current = svg_path.is_file() and not svg_is_current(
-            svg_path.read_text(encoding="utf-8"), decl, source
-        )
-        if not current:
-            wanted[svg_path] = None
-    wanted[directory / "README.md"] = readme_text(names)
-    static = {_title(d, None): to_mermaid(d) for d in map(load_declaration, names)}
-    for path in embedded:
-        if path.is_file():
-            wanted[Path(path)] = sync_embedded(path.read_text(encoding="utf-8"), static)
-    changed: list[Path] = []
-    for path, text in wanted.items():
-        if text is None or not path.is_file() or path.read_text(encoding="utf-8") != text:
-            changed.append(path)
-    expected = {directory / f"{n}.{ext}" for n in names for ext in ("mmd", "dot", "svg")}
-    stale = sorted(
-        p for ext in ("mmd", "dot", "svg") for p in directory.glob(f"*.{ext}") if p not in expected
-    )
-    changed += stale
-    if check:
-        return changed
-    directory.mkdir(exist_ok=True)  # the folder itself, never a missing tree above it
-    for path in changed:
-        if path in stale:
-            path.unlink()
-            continue
-        text = wanted[path]
-        if text is None:
-            name = path.stem
-            decl = load_declaration(name)
-            text = str(render(decl, "svg", dot_binary=dot_binary))
-        with path.open("w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
-    return changed
-
-
-# --- command line -------------------------------------------------------------------------------
-
-
-def resolve_name(machine: str) -> str:
-    """A declaration name from a ``--machine`` value (``loop``, ``agent`` or a full name)."""
-    name = MACHINE_ALIASES.get(machine, machine)
-    known = declaration_names()
-    if name not in known:
-        raise DeclarationError(f"no machine named {machine!r}; known: {known_machines(known)}")
-    return name
-
-
-def known_machines(names: Iterable[str] | None = None) -> str:
-    """The ``--machine`` values, each machine once: ``loop (agent_loop), agent``."""
-    names = _ordered(declaration_names() if names is None else names)
-    shown: list[str] = []
-    for name in names:
-        aliases = [a for a, n in MACHINE_ALIASES.items() if n == name and a != name]
-        shown.append(f"{aliases[0]} ({name})" if aliases else name)
-    return ", ".join(shown)
-
-
-def resolve_machine(machine: str) -> Declaration:
-    """The declaration for a ``--machine`` value (``loop``, ``agent`` or a full name)."""
-    return load_declaration(resolve_name(machine))
-
-
-_SUFFIXES: dict[str, Format] = {
-    ".mmd": "mermaid",
-    ".mermaid": "mermaid",
-    ".dot": "dot",
-    ".gv": "dot",
-    ".svg": "svg",
-    ".png": "png",
-}
-_TEXT_SUFFIXES = (".txt",)  # also accepted with an explicit --format of a text format
-_TEXT_FORMATS: tuple[Format, ...] = ("mermaid", "dot")
-
-
-def _suffix_list() -> str:
-    """``.mmd, .mermaid (mermaid); .dot, .gv (dot); .svg (svg); .png (png)``"""
-    return "; ".join(
-        f"{', '.join(s for s, f in _SUFFIXES.items() if f == fmt)} ({fmt})" for fmt in FORMATS
-    )
-
-
-class UsageError(ValueError):
-    """A command-line argument that cannot be used (exit status 2)."""
-
-
-def output_format(out: str, fmt: Format | None) -> Format:
-    """The format to write to ``--out out``: ``fmt`` if given, else the one its suffix names.
-
-    Raises :class:`UsageError` for a suffix no format has (when ``fmt`` is None), or one
-    that belongs to another format than ``fmt``. No suffix means Mermaid (or ``fmt``)."""
-    suffix = Path(out).suffix.lower()
-    if fmt is None:
-        if not suffix:
-            return "mermaid"
-        found = _SUFFIXES.get(suffix)
-        if found is None:
-            raise UsageError(
-                f"cannot tell the format of --out {out} from its suffix: use one of "
-                f"{_suffix_list()}, or pass --format"
-            )
-        return found
-    fitting = [s for s, f in _SUFFIXES.items() if f == fmt]
-    if fmt in _TEXT_FORMATS:
-        fitting += _TEXT_SUFFIXES
-    if suffix and suffix not in fitting:
-        raise UsageError(
-            f"--out {out} does not fit --format {fmt}: name it {', '.join(fitting)} "
-            "(or with no suffix)"
-        )
-    return fmt
-
-
-def output_file_problem(option: str, value: str | Path) -> str | None:
-    """Why ``value`` cannot be written as an output file given by ``option`` (None if it can):
-    its directory must exist (no directory is created for it), and it must not be one."""
-    if not str(value):
-        return f"{option} needs a file name"
-    path = Path(value)
-    if path.is_dir():
-        return f"{option} {path} is a directory, not a file"
-    parent = path.parent
-    if not parent.exists():
-        return f"{option} {path}: the directory {parent} does not exist"
-    if not parent.is_dir():
-        return f"{option} {path}: {parent} is not a directory"
-    return None
-
-
-def _directory_problem(option: str, value: str) -> str | None:
-    """Why ``value`` cannot be the output directory given by ``option`` (None if it can): it may
-    be missing (it is created), but its parent must exist."""
-    if not value:
-        return f"{option} needs a directory name"
-    path = Path(value)
-    if path.exists():
-        return None if path.is_dir() else f"{option} {path} is not a directory"
-    parent = path.parent
-    if not parent.is_dir():
-        what = "is not a directory" if parent.exists() else "does not exist"
-        return (
-            f"{option} {path}: the directory {parent} {what} "
-            f"(only the last directory of {option} is created)"
-        )
-    return None
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentcore-fsm diagram",
-        description="Render a declared machine, or a recorded run on it, as a state diagram.",
-        epilog="Formats svg and png need Graphviz's `dot` (Debian: apt-get install graphviz; "
-        "Homebrew: brew install graphviz).",
-    )
-    parser.add_argument(
-        "--machine",
-        metavar="NAME",
-        help="loop (agent_loop, the default), agent (the Agent lifecycle) or a declaration name; "
-        "with --run, which recorded machine to draw",
-    )
-    parser.add_argument(
-        "--format",
-        choices=FORMATS,
-        help="output format (default: from --out's suffix, else mermaid)",
-    )
-    parser.add_argument(
-        "--out",
-        metavar="FILE",
-        help="write here instead of standard output (its directory must exist); without "
-        f"--format the suffix decides: {_suffix_list()}; no suffix: mermaid",
-    )
-    parser.add_argument("--run", metavar="RUN.jsonl", help="draw a run recorded by RunRecorder")
-    parser.add_argument(
-        "--regenerate",
-        action="store_true",
-        help="rewrite the committed renders in diagrams/ (what `make diagrams` runs)",
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="with --regenerate: write nothing, list stale files, exit 1 if any",
-    )
-    parser.add_argument(
-        "--dir",
-        metavar="DIR",
-        help="with --regenerate: the folder to write (created if missing, but its parent must "
-        "exist)",
-    )
-    return parser
-
-
-def _error(message: str, status: int = 1) -> int:
-    print(f"agentcore-fsm diagram: error: {message}", file=sys.stderr)
-    return status
-
-
-def _regenerate_main(args: argparse.Namespace) -> int:
-    if args.dir is not None:
-        directory, embedded = Path(args.dir), []
-        problem = _directory_problem("--dir", args.dir)
-        if problem is not None:
-            return _error(problem, 2)
-    else:
-        directory, embedded = default_directory(), default_embedded()
-    changed = regenerate(directory, check=args.check, embedded=embedded)
-    if args.check:
-        if changed:
-            listed = "\n".join(f"  {p}" for p in changed)
-            print(f"stale diagrams (run `make diagrams`):\n{listed}", file=sys.stderr)
-            return 1
-        print(f"{directory}: up to date")
-        return 0
-    for path in changed:
-        print(f"{'deleted' if not path.exists() else 'wrote'} {path}")
-    if not changed:
-        print(f"{directory}: up to date")
-    return 0
-
-
-def _read_error(exc: OSError) -> str:
-    """``cannot read FILE: reason`` rather than ``[Errno 2] No such file or directory: 'FILE'``."""
-    if exc.filename is not None and exc.strerror:
-        return f"cannot read {exc.filename}: {exc.strerror}"
-    return str(exc)
-
-
-def main(argv: list[str]) -> int:
-    """``agentcore-fsm diagram``: see the module docstring. Returns the exit status."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.check and not args.regenerate:
-        parser.error("--check only goes with --regenerate")
-    given = [args.run, args.out, args.format, args.machine]
-    if args.regenerate and any(x is not None for x in given):
-        parser.error("--regenerate takes no --run, --out, --format or --machine")
-    if args.dir is not None and not args.regenerate:
-        parser.error("--dir only goes with --regenerate")
-    if args.regenerate:
-        try:
-            return _regenerate_main(args)
-        except (GraphvizError, DeclarationError, OSError, ValueError) as exc:
-            return _error(str(exc))
-    # argument errors first (status 2), before anything is read or rendered
-    fmt: Format = args.format or "mermaid"
-    try:
-        if args.out is not None:
-            problem = output_file_problem("--out", args.out)
-            if problem is not None:
-                raise UsageError(problem)
-            fmt = output_format(args.out, args.format)
-        if args.run == "":
-            raise UsageError("--run needs a file name")
-        machine = None if args.machine is None else resolve_name(args.machine)
-    except UsageError as exc:
-        return _error(str(exc), 2)
-    except DeclarationError as exc:
-        return _error(f"--machine: {exc}", 2)
-    try:
-        if args.run is not None:
-            try:
-                decl, view = view_of_recording(Path(args.run), machine)
-            except OSError as exc:
-                return _error(_read_error(exc))
-            result = render(decl, fmt, view)
-        else:
-            result = render(load_declaration(machine or "agent_loop"), fmt)
-    except (GraphvizError, DeclarationError, OSError, ValueError) as exc:
-        return _error(str(exc))
-    data = result.encode("utf-8") if isinstance(result, str) else result
-    if args.out is not None:
-        try:
-            Path(args.out).write_bytes(data)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            return _error(f"cannot write {args.out}: {reason}")
-        return 0
-    if fmt == "png" and sys.stdout.isatty():
-        return _error("PNG is binary: pass --out FILE (or redirect standard output)")
-    sys.stdout.buffer.write(data)
-    sys.stdout.flush()
-    return 0

@@ -17,7 +17,8 @@ import pytest
 
 from agentcore_fsm import cli, demo
 from agentcore_fsm.declaration import declaration_names, load_declaration
-from agentcore_fsm.diagrams import regenerate, to_dot, to_mermaid
+from agentcore_fsm.diagram_files import regenerate
+from agentcore_fsm.diagrams import to_dot, to_mermaid
 from agentcore_fsm.providers.faux import FauxError
 
 

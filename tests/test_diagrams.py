@@ -31,6 +31,8 @@ from agentcore_fsm import (
     TextContent,
     TransitionRecord,
     UserMessage,
+    diagram_cli,
+    diagram_files,
     diagrams,
     run_agent_loop,
 )
@@ -42,10 +44,10 @@ from agentcore_fsm.declaration import (
     load_declaration,
     parse_declaration,
 )
+from agentcore_fsm.diagram_files import regenerate
 from agentcore_fsm.diagrams import (
     GraphvizNotFoundError,
     RunView,
-    regenerate,
     render,
     run_view,
     svg_is_current,
@@ -207,7 +209,7 @@ def test_the_parser_rejects_what_it_does_not_understand() -> None:
 def test_both_machines_are_declared() -> None:
     assert "agent_loop" in NAMES
     # the Agent lifecycle is rendered whenever it is declared; nothing below is specific to it
-    assert diagrams.resolve_name("loop") == "agent_loop"
+    assert diagram_cli.resolve_name("loop") == "agent_loop"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -335,7 +337,7 @@ def test_missing_graphviz_from_the_command_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no dot on it
-    assert diagrams.main(["--format", "svg"]) == 1
+    assert diagram_cli.main(["--format", "svg"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("agentcore-fsm diagram: error: Rendering SVG needs Graphviz's `dot`")
     assert "apt-get install graphviz" in err and "brew install graphviz" in err
@@ -367,7 +369,7 @@ def test_svg_check_finds_what_is_wrong() -> None:
 
 def test_committed_diagrams_match_the_declarations() -> None:
     # the renders in diagrams/, and the copies embedded in README.md and the docs
-    stale = regenerate(DIAGRAMS, check=True, embedded=diagrams.default_embedded())
+    stale = regenerate(DIAGRAMS, check=True, embedded=diagram_files.default_embedded())
     assert stale == [], f"stale diagrams, run `make diagrams`: {[str(p) for p in stale]}"
     readme = (DIAGRAMS / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"^```mermaid\n(.*?)^```", readme, re.DOTALL | re.MULTILINE)
@@ -420,13 +422,13 @@ def test_regeneration_repairs_what_is_stale(tmp_path: Path) -> None:
 
 @needs_dot
 def test_regenerate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert diagrams.main(["--regenerate", "--check", "--dir", str(tmp_path)]) == 1
+    assert diagram_cli.main(["--regenerate", "--check", "--dir", str(tmp_path)]) == 1
     assert "stale diagrams" in capsys.readouterr().err
-    assert diagrams.main(["--regenerate", "--dir", str(tmp_path)]) == 0
+    assert diagram_cli.main(["--regenerate", "--dir", str(tmp_path)]) == 0
     assert "wrote" in capsys.readouterr().out
-    assert diagrams.main(["--regenerate", "--dir", str(tmp_path)]) == 0
+    assert diagram_cli.main(["--regenerate", "--dir", str(tmp_path)]) == 0
     assert "up to date" in capsys.readouterr().out
-    assert diagrams.main(["--regenerate", "--check", "--dir", str(tmp_path)]) == 0
+    assert diagram_cli.main(["--regenerate", "--check", "--dir", str(tmp_path)]) == 0
 
 
 # --- the command line ---------------------------------------------------------------------------
@@ -443,45 +445,50 @@ def test_cli_prints_mermaid(
 
 @pytest.mark.skipif("agent" not in NAMES, reason="states/agent.toml is not declared")
 def test_cli_renders_the_agent_lifecycle(capsys: pytest.CaptureFixture[str]) -> None:
-    assert diagrams.main(["--machine", "agent", "--format", "dot"]) == 0
+    assert diagram_cli.main(["--machine", "agent", "--format", "dot"]) == 0
     assert capsys.readouterr().out == to_dot(load_declaration("agent"))
 
 
 def test_cli_writes_files_by_suffix(tmp_path: Path) -> None:
     decl = load_declaration("agent_loop")
-    assert diagrams.main(["--out", str(tmp_path / "loop.dot")]) == 0
+    assert diagram_cli.main(["--out", str(tmp_path / "loop.dot")]) == 0
     assert (tmp_path / "loop.dot").read_text(encoding="utf-8") == to_dot(decl)
-    assert diagrams.main(["--format", "mermaid", "--out", str(tmp_path / "x.txt")]) == 0
+    assert diagram_cli.main(["--format", "mermaid", "--out", str(tmp_path / "x.txt")]) == 0
     assert (tmp_path / "x.txt").read_text(encoding="utf-8") == to_mermaid(decl)
     if HAS_DOT:
-        assert diagrams.main(["--out", str(tmp_path / "loop.svg")]) == 0
+        assert diagram_cli.main(["--out", str(tmp_path / "loop.svg")]) == 0
         ET.parse(tmp_path / "loop.svg")
-        assert diagrams.main(["--out", str(tmp_path / "loop.png")]) == 0
+        assert diagram_cli.main(["--out", str(tmp_path / "loop.png")]) == 0
         assert (tmp_path / "loop.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    assert diagrams.main(["--machine", "nope"]) == 2  # a bad argument, as argparse's errors
+    assert diagram_cli.main(["--machine", "nope"]) == 2  # a bad argument, as argparse's errors
     err = capsys.readouterr().err
     assert "no machine named 'nope'; known: loop" in err
     with pytest.raises(SystemExit) as exit_info:
-        diagrams.main(["--check"])
+        diagram_cli.main(["--check"])
     assert exit_info.value.code == 2
     with pytest.raises(SystemExit):
-        diagrams.main(["--regenerate", "--machine", "loop"])
+        diagram_cli.main(["--regenerate", "--machine", "loop"])
     with pytest.raises(SystemExit):
-        diagrams.main(["--format", "gif"])
-    assert diagrams.main(["--run", "/nonexistent/run.jsonl"]) == 1
+        diagram_cli.main(["--format", "gif"])
+    assert diagram_cli.main(["--run", "/nonexistent/run.jsonl"]) == 1
     assert "run.jsonl" in capsys.readouterr().err
 
 
 def test_diagrams_stay_off_the_runtime_path() -> None:
     code = (
         "import sys, agentcore_fsm\n"
-        "assert 'agentcore_fsm.diagrams' not in sys.modules\n"
+        "modules = ('diagrams', 'diagram_files', 'diagram_cli')\n"
+        "loaded = [m for m in modules if 'agentcore_fsm.' + m in sys.modules]\n"
+        "assert not loaded, loaded\n"
         "import agentcore_fsm.diagrams\n"
         "assert not any(m.startswith('transitions.extensions') for m in sys.modules)\n"
         "assert 'graphviz' not in sys.modules\n"
+        "# rendering needs neither the diagrams/ folder nor the command line\n"
+        "assert 'agentcore_fsm.diagram_files' not in sys.modules\n"
+        "assert 'agentcore_fsm.diagram_cli' not in sys.modules\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -782,14 +789,14 @@ def test_cli_renders_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixtur
     decl, view = view_of_recording(load_run(path))
     assert out == to_mermaid(decl, view)
     assert (
-        diagrams.main(["--run", str(path), "--format", "dot", "--out", str(tmp_path / "r.dot")])
+        diagram_cli.main(["--run", str(path), "--format", "dot", "--out", str(tmp_path / "r.dot")])
         == 0
     )
     assert (tmp_path / "r.dot").read_text(encoding="utf-8") == to_dot(decl, view)
-    assert diagrams.main(["--run", str(path), "--machine", "agent"]) == 1
+    assert diagram_cli.main(["--run", str(path), "--machine", "agent"]) == 1
     assert "has no transitions of 'agent'" in capsys.readouterr().err
     if HAS_DOT:
-        assert diagrams.main(["--run", str(path), "--out", str(tmp_path / "r.png")]) == 0
+        assert diagram_cli.main(["--run", str(path), "--out", str(tmp_path / "r.png")]) == 0
         assert (tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")
 
 
@@ -805,7 +812,7 @@ def test_the_docs_embed_the_current_loop_diagram() -> None:
     assert blocks == [to_mermaid(load_declaration("agent_loop"))]
     readme = ROOT / "README.md"
     if readme.is_file() and "## Debugging with diagrams" in readme.read_text(encoding="utf-8"):
-        assert diagrams.sync_embedded(readme.read_text(encoding="utf-8"), _static()) == (
+        assert diagram_files.sync_embedded(readme.read_text(encoding="utf-8"), _static()) == (
             readme.read_text(encoding="utf-8")
         )
 
@@ -821,9 +828,9 @@ def test_embedded_copies_are_brought_in_step() -> None:
     old = to_mermaid(loop).replace("steering_polled", "renamed")
     other = "```mermaid\nstateDiagram-v2\n    a --> b\n```\n"
     markdown = f"# Doc\n\n```mermaid\n{old}```\n\ntext\n\n{other}"
-    synced = diagrams.sync_embedded(markdown, _static())
+    synced = diagram_files.sync_embedded(markdown, _static())
     assert synced == f"# Doc\n\n```mermaid\n{to_mermaid(loop)}```\n\ntext\n\n{other}"
-    assert diagrams.sync_embedded(synced, _static()) == synced
+    assert diagram_files.sync_embedded(synced, _static()) == synced
 
 
 def test_regeneration_updates_embedded_copies(tmp_path: Path) -> None:
