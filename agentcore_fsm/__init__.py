@@ -17,6 +17,7 @@ from .config import (
     default_convert_to_llm,
 )
 from .declaration import Declaration, DeclarationError, load_declaration, parse_declaration
+from .declared import DeclaredMachine, MachineError, MachineInputError, TransitionRecord
 from .driver import (
     EventStream,
     agent_loop,
@@ -55,19 +56,7 @@ from .events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from .machine import (
-    CallHook,
-    CallModel,
-    ExecuteTool,
-    LoopMachine,
-    MachineError,
-    MachineInputError,
-    PollFollowUp,
-    PollSteering,
-    Proceed,
-    Step,
-    TransitionRecord,
-)
+from .machine import LoopMachine
 from .messages import (
     AgentMessage,
     AssistantMessage,
@@ -85,11 +74,35 @@ from .messages import (
     Usage,
     UserMessage,
 )
+from .protocol import (
+    Abort,
+    ArgumentsPrepared,
+    CallHook,
+    CallModel,
+    ExecuteTool,
+    Fail,
+    FollowUpPolled,
+    HookFailed,
+    HookReturned,
+    PollFollowUp,
+    PollSteering,
+    PrepareArguments,
+    Proceed,
+    Proceeded,
+    Start,
+    SteeringPolled,
+    Step,
+    StreamEvent,
+    StreamExhausted,
+    ToolFinished,
+    ToolUpdated,
+)
 from .providers.anthropic import AnthropicProvider, stream_anthropic
 from .providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
 from .providers.models import get_model, list_models, openai_compatible_model
 from .providers.openai import OpenAIProvider, stream_openai
 from .recorder import RecordedRun, RunFileError, RunRecorder, load_run
+from .tool_call import ToolCallMachine
 from .tools import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -105,6 +118,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AGENT_EVENT_ADAPTER",
     "STREAM_EVENT_ADAPTER",
+    "Abort",
     "AbortController",
     "AbortSignal",
     "AfterToolCallContext",
@@ -124,6 +138,7 @@ __all__ = [
     "AgentTool",
     "AgentToolResult",
     "AnthropicProvider",
+    "ArgumentsPrepared",
     "AssistantMessage",
     "AssistantMessageEvent",
     "BeforeToolCallContext",
@@ -133,10 +148,15 @@ __all__ = [
     "Cost",
     "Declaration",
     "DeclarationError",
+    "DeclaredMachine",
     "EventStream",
     "ExecuteTool",
+    "Fail",
     "FauxError",
     "FauxProvider",
+    "FollowUpPolled",
+    "HookFailed",
+    "HookReturned",
     "ImageContent",
     "LlmContext",
     "LoopMachine",
@@ -151,17 +171,23 @@ __all__ = [
     "OpenAIProvider",
     "PollFollowUp",
     "PollSteering",
+    "PrepareArguments",
     "PrepareNextTurnContext",
     "Proceed",
+    "Proceeded",
     "QueueMode",
     "RecordedRun",
     "RunFileError",
     "RunRecorder",
     "ShouldStopAfterTurnContext",
+    "Start",
+    "SteeringPolled",
     "Step",
     "StopReason",
     "StreamDone",
     "StreamError",
+    "StreamEvent",
+    "StreamExhausted",
     "StreamFn",
     "StreamOptions",
     "StreamStart",
@@ -177,12 +203,15 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolCallEnd",
+    "ToolCallMachine",
     "ToolCallStart",
     "ToolExecutionEndEvent",
     "ToolExecutionMode",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
+    "ToolFinished",
     "ToolResultMessage",
+    "ToolUpdated",
     "TransitionRecord",
     "TurnEndEvent",
     "TurnStartEvent",

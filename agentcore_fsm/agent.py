@@ -52,7 +52,8 @@ from . import driver
 from .abort import AbortController, AbortSignal
 from .boundary import coerce_messages
 from .config import AgentContext, AgentLoopConfig, StreamFn
-from .declaration import Declaration, TransitionSpec, load_declaration, shared_machine
+from .declaration import Declaration, load_declaration
+from .declared import DeclaredMachine
 from .driver import (
     NO_STREAM_FN,
     get_default_stream_fn,
@@ -216,66 +217,43 @@ class AgentState:
 # --- lifecycle ------------------------------------------------------------------------------
 
 
-class _Handle:
-    """One run's model on the shared lifecycle machine (``transitions`` binds ``state`` and the
-    trigger methods onto it); ``owner`` answers guards and records transitions."""
+class _LifecycleRun(DeclaredMachine):
+    """One run of the declared lifecycle (``states/agent.toml``): it declares no guards, emit
+    actions or effects, so the engine only changes its state and records the transitions."""
 
-    state: str
-    trigger: Callable[[str], bool]
-
-    def __init__(self, owner: _Lifecycle) -> None:
-        self.owner = owner
+    declaration_name = "agent"
 
 
 class _Lifecycle:
-    """Steps the declared lifecycle (``states/agent.toml``) for one agent, one run at a time."""
+    """Steps the declared lifecycle for one agent, one run at a time. An agent with no run
+    active is ``idle`` and holds no machine."""
 
-    __slots__ = ("_fired", "_handle", "_machine", "declaration", "history")
+    __slots__ = ("_run", "declaration", "history")
 
     def __init__(self) -> None:
         self.declaration: Declaration = load_declaration("agent")
-        self._machine = shared_machine(self.declaration)
-        self._handle: _Handle | None = None
-        self._fired: TransitionSpec | None = None
+        self._run: _LifecycleRun | None = None
         self.history: list[TransitionRecord] = []
 
     @property
     def state(self) -> str:
-        handle = self._handle
-        if handle is None:
-            return self.declaration.initial
-        state: str = handle.state
-        return state
+        run = self._run
+        return run.state if run is not None else self.declaration.initial
 
     def accepts(self, trigger: str) -> bool:
         return bool(self.declaration.transitions_from(self.state, trigger))
 
     def fire(self, trigger: str) -> None:
-        handle = self._handle
-        if handle is None:
+        run = self._run
+        if run is None:
             if trigger != "start":
                 raise MachineError(f"lifecycle input {trigger!r} with no run active")
-            handle = self._handle = _Handle(self)
-            self.history = []
-            self._machine.add_model(handle)
-        source = handle.state
-        self._fired = None
-        handle.trigger(trigger)
-        spec = self._fired
-        if spec is None:  # pragma: no cover - the declaration has no guards
-            raise MachineError(f"no declared transition for {trigger!r} from {source!r}")
-        self.history.append(TransitionRecord(spec.index, trigger, source, spec.dest))
-        if spec.dest == self.declaration.final:
-            self._machine.remove_model(handle)
-            self._handle = None
-
-    # the two methods the shared machine's callbacks call (see declaration.shared_machine)
-
-    def check_guard(self, name: str) -> bool:  # pragma: no cover - no guards declared
-        raise MachineError(f"the agent lifecycle declares no guard {name!r}")
-
-    def _after_transition(self, spec: TransitionSpec) -> None:
-        self._fired = spec
+            run = self._run = _LifecycleRun(self.declaration)
+            self.history = run.history
+        run._check(trigger)
+        run._fire(trigger)
+        if run.finished:
+            self._run = None
 
 
 # --- the agent ------------------------------------------------------------------------------

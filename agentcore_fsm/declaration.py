@@ -1,9 +1,10 @@
 """Loading the machine declarations in ``states/`` (the single source of truth).
 
 A declaration is plain TOML (see ``states/agent_loop.toml`` for the vocabulary). It is read once
-into frozen :class:`Declaration` objects, checked for consistency, and compiled into one shared
-``transitions.Machine`` per declaration (runs join it with ``add_model``). The diagrams, the
-engine and the tests all read the same objects.
+into frozen :class:`Declaration` objects and checked for consistency; the engine
+(:mod:`agentcore_fsm.declared`) compiles it, once per class that runs it, onto a
+``transitions.Machine`` the declaration object owns. The diagrams, the engine and the tests all
+read the same objects.
 
 The files ship inside the wheel as the package ``agentcore_fsm.states``; in a source checkout
 they are read from the top-level ``states/`` folder.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ __all__ = [
     "load_declaration",
     "parse_declaration",
 ]
+
+REASONS = ("completed", "stopped", "aborted", "error")
 
 
 class DeclarationError(ValueError):
@@ -47,6 +50,7 @@ class InputSpec:
     kind: str  # "trigger" | "internal"
     doc: str = ""
     states: tuple[str, ...] = ()
+    offers: tuple[str, ...] = ()  # triggers offered after an internal input was handled
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class TransitionSpec:
     guards: tuple[str, ...] = ()
     unless: tuple[str, ...] = ()
     emits: tuple[str, ...] = ()
+    auto: bool = False  # offered by the engine on entering its source state
+    reason: str | None = None  # why the run ends, on a transition into the final state
 
     @property
     def label(self) -> str:
@@ -78,6 +84,9 @@ class Declaration:
     emits: dict[str, str]
     transitions: tuple[TransitionSpec, ...]
     source_text: str = field(default="", repr=False)
+    # the engine's compiled machines, one per class that runs this declaration (owned here,
+    # so they live exactly as long as the declaration)
+    compiled: dict[type, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def triggers(self) -> list[str]:
@@ -124,7 +133,13 @@ def parse_declaration(text: str) -> Declaration:
             for name, spec in raw["states"].items()
         }
         inputs = {
-            name: InputSpec(name, spec["kind"], spec.get("doc", ""), _tuple(spec.get("states")))
+            name: InputSpec(
+                name,
+                spec["kind"],
+                spec.get("doc", ""),
+                _tuple(spec.get("states")),
+                _tuple(spec.get("offers")),
+            )
             for name, spec in raw.get("inputs", {}).items()
         }
         transitions = tuple(
@@ -136,6 +151,8 @@ def parse_declaration(text: str) -> Declaration:
                 guards=_tuple(t.get("guards")),
                 unless=_tuple(t.get("unless")),
                 emits=_tuple(t.get("emits")),
+                auto=bool(t.get("auto", False)),
+                reason=t.get("reason"),
             )
             for i, t in enumerate(raw["transitions"])
         )
@@ -184,6 +201,28 @@ def _check(decl: Declaration) -> None:
                 problems.append(f"{where} names undeclared emit action {action!r}")
         if decl.final in t.source:
             problems.append(f"{where} leaves the final state {decl.final!r}")
+        if t.reason is not None:
+            if t.dest != decl.final:
+                problems.append(f"{where} gives a reason but does not end in {decl.final!r}")
+            elif t.reason not in REASONS:
+                problems.append(f"{where} has unknown reason {t.reason!r}")
+        if t.auto and t.trigger in decl.inputs:
+            problems.append(f"{where} is automatic but {t.trigger!r} is also an input")
+    with_reason = [t for t in decl.transitions if t.reason is not None]
+    if with_reason:
+        for t in decl.transitions:
+            if t.dest == decl.final and t.reason is None:
+                problems.append(
+                    f"transition #{t.index} ({t.trigger}) ends the run without a reason"
+                )
+    for trigger in decl.triggers:
+        kinds = {t.auto for t in decl.transitions if t.trigger == trigger}
+        if len(kinds) > 1:
+            problems.append(f"trigger {trigger!r} is automatic in some transitions only")
+    for spec in decl.inputs.values():
+        for offered in spec.offers:
+            if offered not in decl.triggers:
+                problems.append(f"input {spec.name!r} offers unknown trigger {offered!r}")
     if problems:
         raise DeclarationError("; ".join(problems))
 
@@ -221,89 +260,3 @@ def load_declaration(name: str = "agent_loop") -> Declaration:
             f"no declaration named {name!r}; known: {', '.join(declaration_names())}"
         ) from None
     return parse_declaration(text)
-
-
-_MACHINES: dict[int, Any] = {}
-_KEEP: list[Declaration] = []
-
-
-def _lean_machine_class() -> type[Any]:
-    from transitions import Machine
-
-    class LeanMachine(Machine):
-        """A ``transitions.Machine`` whose ``add_model`` binds only ``model.trigger``.
-
-        The stock ``add_model`` also binds a method per trigger, a ``may_<trigger>`` and an
-        ``is_<state>`` per state, and looks for ``on_enter_<state>`` methods: some forty
-        attribute writes per run that this library never reads (it fires triggers by name and
-        reads ``model.state``), and an O(models) membership scan. Transitions themselves --
-        guards, state changes, callbacks -- are processed by ``transitions`` unchanged.
-        """
-
-        def add_model(self, model: Any, initial: Any = None) -> None:
-            model.trigger = partial(self._get_trigger, model)
-            self.set_state(self.initial if initial is None else initial, model=model)  # type: ignore[arg-type]
-            self.models.append(model)
-
-    return LeanMachine
-
-
-def _LeanMachine(**kwargs: Any) -> Any:
-    global _LEAN_CLASS
-    if _LEAN_CLASS is None:
-        _LEAN_CLASS = _lean_machine_class()
-    return _LEAN_CLASS(**kwargs)
-
-
-_LEAN_CLASS: type[Any] | None = None
-
-
-def _check_guard(name: str) -> Any:
-    return lambda event: event.model.owner.check_guard(name)
-
-
-def _record(spec: TransitionSpec) -> Any:
-    return lambda event: event.model.owner._after_transition(spec)
-
-
-def shared_machine(decl: Declaration) -> Any:
-    """The one ``transitions.Machine`` for ``decl`` (built on first use, then shared).
-
-    Each run joins it with ``add_model`` (a small handle object whose ``owner`` is the run's
-    :class:`~agentcore_fsm.machine.LoopMachine`) and leaves it when it stops. Guards call
-    ``owner.check_guard(name)``; each transition's ``after`` callback tells the owner which
-    declared transition fired, so the owner can run that transition's emit actions.
-    """
-    machine = _MACHINES.get(id(decl))
-    if machine is not None:
-        return machine
-
-    table = [
-        {
-            "trigger": t.trigger,
-            "source": list(t.source),
-            "dest": t.dest,
-            "conditions": [_check_guard(g) for g in t.guards],
-            "unless": [_check_guard(g) for g in t.unless],
-            "after": [_record(t)],
-        }
-        for t in decl.transitions
-    ]
-    machine = _LeanMachine(
-        model=None,
-        states=list(decl.states),
-        transitions=table,
-        initial=decl.initial,
-        auto_transitions=False,
-        send_event=True,
-        # Not queued: a queued Machine keeps ONE transition queue for all its models, so two
-        # threads stepping different runs would run each other's triggers. No callback here ever
-        # fires a trigger (the engine fires follow-up triggers after `trigger()` returns), so
-        # unqueued processing is both correct and safe to share across threads.
-        queued=False,
-        ignore_invalid_triggers=False,
-    )
-    # keep the declaration alive while its machine is cached, so that its id is not reused
-    _MACHINES[id(decl)] = machine
-    _KEEP.append(decl)
-    return machine

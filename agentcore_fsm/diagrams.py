@@ -315,18 +315,26 @@ def _groups(decl: Declaration, run: RunView | None) -> list[_Group]:
                 group = groups[key] = _Group(source, spec.dest, exceptional)
             count = run.counts.get((spec.index, source)) if run is not None else None
             conds = _conditions(spec)
+            emits = _shown_emits(spec)
             for entry in group.entries:
                 if (
                     count is None
                     and entry.count is None
                     and entry.conditions == conds
-                    and entry.emits == spec.emits
+                    and entry.emits == emits
                 ):
                     entry.specs.append(spec)
                     break
             else:
-                group.entries.append(_Entry([spec], conds, spec.emits, count))
+                group.entries.append(_Entry([spec], conds, emits, count))
     return list(groups.values())
+
+
+def _shown_emits(spec: TransitionSpec) -> tuple[str, ...]:
+    """The emit actions as drawn: ``agent_end`` shows the reason the transition declares."""
+    if spec.reason is None:
+        return spec.emits
+    return tuple(f"agent_end({spec.reason})" if e == "agent_end" else e for e in spec.emits)
 
 
 def _emit_lines(emits: Sequence[str]) -> list[str]:

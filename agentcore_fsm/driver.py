@@ -58,21 +58,34 @@ from .config import (
     StreamOptions,
     default_convert_to_llm,
 )
-from .machine import (
+from .declared import MachineInputError, TransitionRecord
+from .machine import LoopMachine
+from .messages import AgentMessage
+from .protocol import (
+    Abort,
+    ArgumentsPrepared,
     CallHook,
     CallModel,
     Effect,
     ExecuteTool,
-    LoopMachine,
-    MachineInputError,
+    Fail,
+    FollowUpPolled,
+    HookFailed,
+    HookReturned,
+    Input,
     PollFollowUp,
     PollSteering,
     PrepareArguments,
     Proceed,
+    Proceeded,
+    Start,
+    SteeringPolled,
     Step,
-    TransitionRecord,
+    StreamEvent,
+    StreamExhausted,
+    ToolFinished,
+    ToolUpdated,
 )
-from .messages import AgentMessage
 from .tools import AgentToolResult
 
 __all__ = [
@@ -171,11 +184,13 @@ class _Driver:
         self._emitting = False
         self._delivering: list[Any] | None = None  # the events being delivered ...
         self._delivered = 0  # ... and how many of them have been handed to emit
+        self._run_over = False  # the machine said the run is over (agent_end produced)
         self._scope: anyio.CancelScope | None = None  # the main effect in flight
         self._tasks: dict[int, Any] = {}  # anyio TaskHandles of running tools and tool hooks
         self._tg: anyio.abc.TaskGroup | None = None
-        self._send: MemoryObjectSendStream[tuple[Any, ...]] | None = None
-        self._receive: MemoryObjectReceiveStream[tuple[Any, ...]] | None = None
+        # the inbox: what running tools and after hooks report, as machine inputs (None wakes)
+        self._send: MemoryObjectSendStream[Input | None] | None = None
+        self._receive: MemoryObjectReceiveStream[Input | None] | None = None
         self._loop_thread = threading.get_ident()
         self._cancelled_exc: type[BaseException] = BaseException
 
@@ -187,7 +202,7 @@ class _Driver:
             self._scope.cancel()
         self._cancel_tasks()
         if self._send is not None:
-            self._post(("wake",))  # a wait on the inbox returns; _process sees the abort
+            self._post(None)  # a wait on the inbox returns; _process sees the abort
 
     def _interrupted(self, exc: BaseException) -> None:
         """User code raised a BaseException that is not cancellation: stop like an abort,
@@ -216,7 +231,7 @@ class _Driver:
                 async with anyio.create_task_group() as tg:
                     self._tg = tg
                     try:
-                        await self._process(self.m.start())
+                        await self._process(self.m.feed(Start()))
                     finally:
                         self._cancel_tasks()
             except self._cancelled_exc:
@@ -241,28 +256,30 @@ class _Driver:
         await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def _close_after_cancel(self) -> None:
-        m = self.m
         events: list[Any] = []
         delivering = self._delivering
         if delivering is not None:  # the event being emitted counts as delivered
             events.extend(delivering[self._delivered :])
             self._delivering = None
-        while not m.finished:
-            pending = self._drain_inbox()
-            if pending is None:
-                events.extend(m.abort().events)
-                break
-            events.extend(pending.events)
+        self._halt = True
+        while not self._run_over:
+            step = self._drain_inbox()
+            if step is None:
+                step = self.m.feed(Abort())
+            self._run_over = step.run_over
+            events.extend(step.events)
         self._failed = True  # from here on an emit error is only logged
         self._halt = True
         await self._deliver(events)
 
     async def _process(self, step: Step) -> None:
-        m = self.m
+        feed = self.m.feed
         while True:
+            if step.run_over:
+                self._run_over = True
             if step.events:
                 await self._deliver(step.events)
-            if m.finished:
+            if step.run_over:
                 return
             if self._failure is not None or self._halt:
                 # stop running tools first; results that arrived before are still fed (those
@@ -274,9 +291,9 @@ class _Driver:
                 elif self._failure is not None:
                     failure, self._failure = self._failure, None
                     self._failed = True
-                    step = m.fail(failure)
+                    step = feed(Fail(failure, self._halt))
                 else:
-                    step = m.abort()
+                    step = feed(Abort())
                 continue
             step = await self._perform(step.effects)
 
@@ -303,7 +320,7 @@ class _Driver:
         self._delivering = None
 
     def _emit_failed(self, exc: Exception) -> None:
-        if self._failed or self._failure is not None or self.m.finished:
+        if self._failed or self._failure is not None or self._run_over:
             logger.exception("emit raised while a run was ending; ignored")
         else:
             self._failure = exc
@@ -322,18 +339,21 @@ class _Driver:
             return await self._next_from_inbox()
         if isinstance(main, CallModel):
             return await self._call_model(main)
+        feed = self.m.feed
+        if self._halt:
+            return Step()  # nothing starts once the signal fired: _process feeds the abort
         if isinstance(main, Proceed):
-            return self.m.proceed()
+            return feed(Proceeded())
         if isinstance(main, PrepareArguments):
             prepare: Any = main.tool.prepare_arguments
             try:
                 value = prepare(main.raw)
             except Exception as exc:
-                return self.m.arguments_prepared(main.index, error=exc)
+                return feed(ArgumentsPrepared(main.index, error=exc))
             except BaseException as exc:
                 self._interrupted(exc)
                 return Step()
-            return self.m.arguments_prepared(main.index, value)
+            return feed(ArgumentsPrepared(main.index, value))
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
@@ -341,12 +361,13 @@ class _Driver:
                     assert self.config.get_steering_messages is not None
                     messages = await _call(self.config.get_steering_messages)
                     self._scope = None
-                    return self.m.steering_polled(messages)
+                    # the messages are kept even when the signal fired meanwhile
+                    return feed(SteeringPolled(messages, self._halt))
                 if isinstance(main, PollFollowUp):
                     assert self.config.get_follow_up_messages is not None
                     messages = await _call(self.config.get_follow_up_messages)
                     self._scope = None
-                    return self.m.follow_up_polled(messages)
+                    return feed(FollowUpPolled(messages, self._halt))
                 assert isinstance(main, CallHook)
                 hook = getattr(self.config, main.name)
                 try:
@@ -355,12 +376,16 @@ class _Driver:
                     if main.index is None:
                         raise
                     self._scope = None
-                    return self.m.hook_failed(exc, main.index)
+                    if self._halt:
+                        return Step()
+                    return feed(HookFailed(main.name, exc, main.index))
                 self._scope = None
-                return self.m.hook_returned(value, main.index)
+                if self._halt:
+                    return Step()  # an outcome after the signal fired: _process feeds the abort
+                return feed(HookReturned(main.name, value, main.index))
             except Exception as exc:
                 self._scope = None
-                return self.m.fail(exc)
+                return feed(Fail(exc, self._halt))
             except self._cancelled_exc:
                 raise
             except BaseException as exc:
@@ -374,6 +399,7 @@ class _Driver:
 
     async def _call_model(self, effect: CallModel) -> Step:
         m = self.m
+        feed = m.feed
         config = self.config
         signal = self.signal
         stream: Any = None
@@ -454,10 +480,10 @@ class _Driver:
                                 return Step()
                         continue
                     try:
-                        step = m.stream_event(event)
-                    except MachineInputError as exc:
-                        return m.fail(exc)  # the stream function yielded a non-event
-                    if m.state != "streaming":
+                        step = feed(StreamEvent(event))
+                    except MachineInputError as exc:  # the stream function yielded a non-event
+                        return feed(Fail(exc, self._halt))
+                    if step.stream_over:
                         return step  # terminal (or failed): _process delivers its events
                     if step.events:
                         await deliver(step.events)
@@ -465,11 +491,11 @@ class _Driver:
                             return Step()
                 if self._halt:
                     return Step()
-                return m.stream_exhausted()
+                return feed(StreamExhausted())
             except Exception as exc:
-                if m.state == "streaming":
-                    return m.fail(exc)
-                raise
+                # a raise before or while the stream ran (the machine is still streaming: every
+                # step that ended the stream was returned above)
+                return feed(Fail(exc, self._halt))
             except self._cancelled_exc:
                 cancelled = True
                 raise
@@ -501,9 +527,9 @@ class _Driver:
 
     # --- tools (run in the run's task group, report through the inbox) -----------------------
 
-    def _inbox(self) -> MemoryObjectSendStream[tuple[Any, ...]]:
+    def _inbox(self) -> MemoryObjectSendStream[Input | None]:
         if self._send is None:
-            self._send, self._receive = anyio.create_memory_object_stream[tuple[Any, ...]](math.inf)
+            self._send, self._receive = anyio.create_memory_object_stream[Input | None](math.inf)
         return self._send
 
     def _spawn(
@@ -514,7 +540,7 @@ class _Driver:
         # anyio's TaskHandle (4.14+) carries the task's own cancel scope: abort cancels it
         self._tasks[index] = self._tg.start_soon(fn, effect)
 
-    def _post(self, item: tuple[Any, ...]) -> None:
+    def _post(self, item: Input | None) -> None:
         send = self._send
         assert send is not None
         try:
@@ -535,10 +561,10 @@ class _Driver:
                 # a wrong value raises here, in the tool that passed it (not in the run)
                 partial = AgentToolResult.model_validate(partial)
             if threading.get_ident() == loop_thread:
-                post(("update", index, partial))
+                post(ToolUpdated(index, partial))
             else:
                 try:
-                    anyio.from_thread.run_sync(post, ("update", index, partial))
+                    anyio.from_thread.run_sync(post, ToolUpdated(index, partial))
                 except RuntimeError:
                     pass  # the worker was abandoned (abort): updates are ignored
 
@@ -567,7 +593,7 @@ class _Driver:
                     result = await result
         except Exception as exc:
             settled = True
-            post(("finished", index, None, exc))
+            post(ToolFinished(index, error=exc))
         except self._cancelled_exc:
             settled = True
             raise
@@ -576,7 +602,7 @@ class _Driver:
             self._interrupted(exc)
         else:
             settled = True
-            post(("finished", index, result, None))
+            post(ToolFinished(index, result))
         finally:
             settled = True
 
@@ -586,50 +612,52 @@ class _Driver:
         try:
             value = await _call(self.config.after_tool_call, effect.ctx, self.signal)  # type: ignore[arg-type]
         except Exception as exc:
-            self._post(("hook_failed", effect.index, exc))
+            self._post(HookFailed("after_tool_call", exc, effect.index))
         except self._cancelled_exc:
             raise
         except BaseException as exc:
             self._interrupted(exc)
         else:
-            self._post(("hook", effect.index, value))
+            self._post(HookReturned("after_tool_call", value, effect.index))
 
-    def _feed(self, item: tuple[Any, ...]) -> Step:
-        m = self.m
-        kind = item[0]
-        if kind == "wake":
+    def _feed(self, item: Input | None) -> Step:
+        if item is None:  # a wake-up (abort)
             return Step()
-        if kind == "update":
-            if m.state != "executing":
-                return Step()
-            return m.tool_update(item[1], item[2])
-        if kind == "finished":
-            return m.tool_finished(item[1], result=item[2], error=item[3])
-        if kind == "hook":
-            return m.hook_returned(item[2], item[1])
-        return m.hook_failed(item[2], item[1])
+        if isinstance(item, ToolUpdated):
+            try:
+                return self.m.feed(item)
+            except MachineInputError:
+                return Step()  # an update that arrived after its batch was closed: dropped
+        if self._halt and isinstance(item, ToolFinished):
+            # the signal fired before the result was fed: the call keeps its result, and no
+            # after_tool_call starts
+            item = ToolFinished(item.index, item.result, item.error, aborted=True)
+        return self.m.feed(item)
 
     async def _next_from_inbox(self) -> Step:
         # No cancel scope here (one per wait would be the costliest thing on the tool path):
-        # an abort posts a "wake" item instead.
+        # an abort posts a wake-up (None) instead.
         receive = self._receive
         assert receive is not None
         return self._feed(await receive.receive())
 
     def _drain_inbox(self) -> Step | None:
-        """After an abort: feed results that arrived before it was processed (they keep their
-        own results); None once nothing is waiting."""
+        """After an abort or a failure: feed the tool outcomes that arrived before it was
+        processed (those calls keep their own results); None once nothing is waiting."""
         receive = self._receive
-        if receive is None or self.m.state != "executing":
+        if receive is None:
             return None
         while True:
             try:
                 item = receive.receive_nowait()
             except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                 return None
-            if item[0] in ("update", "wake"):
+            if item is None or isinstance(item, ToolUpdated):
                 continue
-            return self._feed(item)
+            try:
+                return self._feed(item)
+            except MachineInputError:
+                continue  # an outcome of a batch that was already closed
 
 
 # --- entry points -------------------------------------------------------------------------
@@ -648,8 +676,7 @@ async def _run(
     if signal is None:
         # hooks, tools and the stream function always get a signal: the run makes its own
         signal = AbortController().signal
-    decides = control if control is not None else signal
-    machine = LoopMachine(prompts, context, config, signal=decides, on_transition=on_transition)
+    machine = LoopMachine(prompts, context, config, on_transition=on_transition)
     await _Driver(machine, stream_fn, emit, signal, control).run()
     return machine.new_messages
 

@@ -33,7 +33,6 @@ from agentcore_fsm import (
     set_default_stream_fn,
 )
 from agentcore_fsm.agent import Agent, AgentBusyError, AgentState
-from agentcore_fsm.declaration import shared_machine
 from agentcore_fsm.providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
 from agentcore_fsm.tools import AgentTool
 
@@ -1040,20 +1039,20 @@ def test_lifecycle_declaration() -> None:
 
 @pytest.mark.anyio
 async def test_lifecycle_states_seen_during_a_run() -> None:
-    machine = shared_machine(load_declaration("agent"))
-    models_before = len(machine.models)
     agent = Agent(stream_fn=Script(faux_response("ok")))
-    seen: list[tuple[str, str, bool, int]] = []
+    seen: list[tuple[str, str, bool, bool]] = []
     agent.subscribe(
         lambda e, s: seen.append(
-            (e.type, agent.lifecycle_state, agent.is_busy, len(machine.models))
+            (e.type, agent.lifecycle_state, agent.is_busy, agent._lifecycle._run is not None)
         )
     )
     await agent.prompt("hi")
     assert {(state, busy) for _, state, busy, _ in seen} == {("running", True)}
-    assert {n for *_, n in seen} == {models_before + 1}
+    assert {held for *_, held in seen} == {True}  # a run holds its lifecycle machine
     assert agent.lifecycle_state == "idle" and not agent.is_busy
-    assert len(machine.models) == models_before  # an idle agent is not kept by the machine
+    assert agent._lifecycle._run is None  # an idle agent holds none
+    compiled = load_declaration("agent").compiled
+    assert all(not c.machine.models for c in compiled.values())  # runs are never registered
     assert [(r.trigger, r.source, r.dest) for r in agent.lifecycle_history] == [
         ("start", "idle", "running"),
         ("finish", "running", "finished"),

@@ -20,7 +20,8 @@ from agentcore_fsm import (
     load_declaration,
     parse_declaration,
 )
-from agentcore_fsm.declaration import declaration_names, shared_machine
+from agentcore_fsm.declaration import declaration_names
+from agentcore_fsm.declared import compile_declaration
 
 LOOP_STATES = {
     "awaiting_steering",
@@ -51,8 +52,17 @@ def test_every_input_and_auto_trigger_is_accounted_for() -> None:
         "model_finished",
         "tools_prepared",
         "tools_settled",
-        "turn_closed",
+        "after_turn",
+        "skip_steering_poll",
+        "skip_follow_up_poll",
     }
+    # the ones the engine offers on entering a state are marked so; model_finished is fired
+    # by the stream_event input when a terminal event arrives
+    assert {t.trigger for t in loop.transitions if t.auto} == set(loop.auto_triggers) - {
+        "model_finished"
+    }
+    # every way into `stopped` says why the run ended
+    assert all(t.reason for t in loop.transitions if t.dest == "stopped")
     assert loop.accepted_inputs("streaming") == [
         "stream_event",
         "stream_exhausted",
@@ -89,9 +99,13 @@ def test_invalid_toml_is_rejected() -> None:
         parse_declaration("name = ")
 
 
-def test_one_shared_machine_per_declaration() -> None:
+def test_the_declaration_owns_one_compiled_machine_per_class() -> None:
     decl = load_declaration("agent_loop")
-    assert shared_machine(decl) is shared_machine(decl)
+    first = compile_declaration(decl, LoopMachine)
+    assert compile_declaration(decl, LoopMachine) is first
+    assert decl.compiled[LoopMachine] is first
+    LoopMachine([], AgentContext(), AgentLoopConfig(model=Model(id="m"))).start()
+    assert first.machine.models == []  # runs are stepped, never registered
 
 
 def test_runs_on_several_threads_do_not_step_each_other() -> None:
@@ -110,7 +124,7 @@ def test_runs_on_several_threads_do_not_step_each_other() -> None:
                 assert m.state == "streaming"
                 reply = AssistantMessage(content=[TextContent(text="ok")])
                 m.stream_event(StreamDone(reason="stop", message=reply))
-                assert m.state == "turn_end"
+                assert m.state == "closing_turn"
                 m.proceed()
                 assert m.state == "stopped"
                 assert [r.dest for r in m.history][-1] == "stopped"
@@ -128,3 +142,40 @@ def test_runs_on_several_threads_do_not_step_each_other() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+def test_a_declared_name_without_its_method_fails_at_load() -> None:
+    from agentcore_fsm.declared import DeclaredMachine
+
+    text = load_declaration("agent").source_text.replace(
+        "[guards]\n", '[guards]\nready = "a guard no method answers"\n'
+    )
+    decl = parse_declaration(text)
+
+    class Lifecycle(DeclaredMachine):
+        declaration_name = "agent"
+
+    with pytest.raises(DeclarationError, match="has no method _guard_ready"):
+        Lifecycle(decl)
+
+
+def test_a_method_no_declaration_names_fails_at_load() -> None:
+    from agentcore_fsm.declared import DeclaredMachine
+
+    class Lifecycle(DeclaredMachine):
+        declaration_name = "agent"
+
+        def _emit_surprise(self) -> None:  # named by nothing in states/agent.toml
+            pass
+
+    with pytest.raises(DeclarationError, match="_emit_surprise is named by no declaration"):
+        Lifecycle(load_declaration("agent"))
+
+
+def test_reasons_are_declared_on_every_way_to_the_final_state() -> None:
+    text = load_declaration("agent_loop").source_text
+    broken = text.replace('reason = "completed"\n', "", 1)
+    with pytest.raises(DeclarationError, match="ends the run without a reason"):
+        parse_declaration(broken)
+    with pytest.raises(DeclarationError, match="unknown reason 'bored'"):
+        parse_declaration(text.replace('reason = "completed"', 'reason = "bored"', 1))

@@ -56,7 +56,7 @@ def test_demo_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     # every transition is shown; the counts agree with the summary line
     fsm = [line.strip() for line in lines if line.strip().startswith("[fsm] ")]
     assert fsm[0] == "[fsm] idle -(start)-> awaiting_steering"
-    assert fsm[-1] == "[fsm] awaiting_follow_up -(follow_up_polled)-> stopped"
+    assert fsm[-1] == "[fsm] awaiting_follow_up -(skip_follow_up_poll)-> stopped"
     assert f"{len(fsm)} transitions, 6 tool results, final state: stopped" in lines
     assert "agent_end: reason=completed, 12 new messages" in lines
 
@@ -67,7 +67,7 @@ def test_demo_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "stateDiagram-v2" in diagram
     assert "class stopped current" in diagram
     assert "note right of stopped : final state" in diagram
-    assert "turn_end --> awaiting_steering : 4\u00d7 turn_closed" in diagram
+    assert "closing_turn --> awaiting_steering : 4\u00d7 proceeded" in diagram
     assert "1\u00d7 steering_polled [has_new_messages]" in diagram
     svg = target.with_suffix(".svg")
     if shutil.which("dot") is not None:

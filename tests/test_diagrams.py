@@ -186,10 +186,17 @@ def conditions(spec: TransitionSpec) -> str:
 
 def declared(decl: Declaration) -> Counter[tuple[str, str, str, str, tuple[str, ...]]]:
     return Counter(
-        (source, t.dest, t.trigger, conditions(t), t.emits)
+        (source, t.dest, t.trigger, conditions(t), shown_emits(t))
         for t in decl.transitions
         for source in t.source
     )
+
+
+def shown_emits(t: TransitionSpec) -> tuple[str, ...]:
+    """A transition's emit actions as the diagrams draw them: agent_end with its reason."""
+    if t.reason is None:
+        return t.emits
+    return tuple(f"agent_end({t.reason})" if e == "agent_end" else e for e in t.emits)
 
 
 def test_the_parser_rejects_what_it_does_not_understand() -> None:
@@ -228,13 +235,42 @@ def test_mermaid_has_every_state_and_transition(name: str) -> None:
 
 def test_mermaid_shares_lines_only_between_equal_guards_and_emits() -> None:
     text = to_mermaid(load_declaration("agent_loop"))
-    # abort and fail from streaming emit the same events: one line for both
-    assert "streaming --> stopped : abort | fail<br/>/ assistant_end, turn_end," in text
-    # the unguarded ones out of awaiting_steering differ in emits: lines of their own
-    line = next(
-        x for x in text.splitlines() if x.strip().startswith("awaiting_steering --> stopped")
+    # every way into `stopped` shows the reason it declares, so abort and a failure after the
+    # signal fired (both "aborted") and a plain failure ("error") keep lines of their own
+    line = next(x for x in text.splitlines() if x.strip().startswith("streaming --> stopped : ab"))
+    assert line.strip() == (
+        "streaming --> stopped : abort<br/>/ assistant_end, turn_end,<br/>agent_end(aborted)"
+        "<br/>fail [failed_after_abort]<br/>/ assistant_end, turn_end,<br/>agent_end(aborted)"
+        "<br/>fail<br/>/ assistant_end, turn_end,<br/>agent_end(error)"
     )
-    assert "<br/>abort<br/>/ agent_end<br/>fail<br/>/ failure_turn, agent_end" in line
+    # transitions with equal guards and emits share a line
+    decl = parse_declaration(
+        """
+        name = "share"
+        initial = "a"
+        final = "b"
+        [states.a]
+        [states.b]
+        [inputs.x]
+        kind = "trigger"
+        [inputs.y]
+        kind = "trigger"
+        [guards]
+        [emits]
+        done = "done"
+        [[transitions]]
+        trigger = "x"
+        source = "a"
+        dest = "b"
+        emits = ["done"]
+        [[transitions]]
+        trigger = "y"
+        source = "a"
+        dest = "b"
+        emits = ["done"]
+        """
+    )
+    assert "a --> b : x | y<br/>/ done" in to_mermaid(decl)
 
 
 def test_a_generic_declaration_renders_with_awkward_names() -> None:

@@ -33,7 +33,7 @@ from agentcore_fsm import (
     run_agent_loop,
 )
 from agentcore_fsm.boundary import exc_text
-from agentcore_fsm.declaration import load_declaration, shared_machine
+from agentcore_fsm.declaration import load_declaration
 from agentcore_fsm.providers.faux import FauxProvider, faux_response, faux_tool_call
 from agentcore_fsm.testing import EventRecorder, check_model_context
 
@@ -63,7 +63,12 @@ def result_text(r: Any, call_id: str) -> str:
 
 
 def registered_runs() -> int:
-    return len(shared_machine(load_declaration("agent_loop")).models)
+    """Models registered on the compiled transitions machines (runs never are)."""
+    return sum(
+        len(compiled.machine.models)
+        for name in ("agent_loop", "tool_call", "agent")
+        for compiled in load_declaration(name).compiled.values()
+    )
 
 
 # --- 1. an exception whose str() raises -------------------------------------------------------
@@ -719,7 +724,7 @@ def test_stream_event_with_a_non_event_is_a_machine_input_error() -> None:
         m.stream_event(object())
     assert m.state == "streaming"
     step = m.stream_event(StreamDone(reason="stop", message=faux_response("ok")))
-    assert m.state == "turn_end" and step.events
+    assert m.state == "closing_turn" and step.events
 
 
 # --- 12. BaseExceptions from user code ----------------------------------------------------------

@@ -13,7 +13,6 @@ import pytest
 from helpers import MODEL, make_tool, summarize, text_of, text_result, user
 
 from agentcore_fsm import (
-    AbortController,
     AgentContext,
     AgentLoopConfig,
     AssistantMessage,
@@ -125,7 +124,7 @@ def test_plain_text_turn_step_by_step() -> None:
     assert step.events[0].message is final
     assert step.events[1].message is final and step.events[1].tool_results == []
     assert step.effects == [Proceed()]
-    assert m.state == "turn_end"
+    assert m.state == "closing_turn"
 
     step = m.proceed()
     assert names(step) == ["agent_end:completed"]
@@ -136,11 +135,12 @@ def test_plain_text_turn_step_by_step() -> None:
     assert m.new_messages == [prompt, final]
     assert path(m) == [
         ("start", "idle", "awaiting_steering"),
-        ("steering_polled", "awaiting_steering", "streaming"),
+        ("skip_steering_poll", "awaiting_steering", "streaming"),
         ("model_finished", "streaming", "turn_end"),
-        ("turn_closed", "turn_end", "awaiting_steering"),
-        ("steering_polled", "awaiting_steering", "awaiting_follow_up"),
-        ("follow_up_polled", "awaiting_follow_up", "stopped"),
+        ("after_turn", "turn_end", "closing_turn"),
+        ("proceeded", "closing_turn", "awaiting_steering"),
+        ("skip_steering_poll", "awaiting_steering", "awaiting_follow_up"),
+        ("skip_follow_up_poll", "awaiting_follow_up", "stopped"),
     ]
 
 
@@ -202,7 +202,7 @@ def test_parallel_tool_turn_step_by_step() -> None:
     ]
     assert [text_of(r) for r in step.events[-1].tool_results] == ["a result", "b result"]
     assert step.effects == [Proceed()]
-    assert m.state == "turn_end"
+    assert m.state == "closing_turn"
 
     step = m.proceed()
     assert names(step) == ["turn_start"]
@@ -254,11 +254,17 @@ def test_sequential_tool_turn_step_by_step() -> None:
     ]
     assert text_of(step.events[2].message) == "two failed"
     assert step.effects == [Proceed()]
-    assert [r.trigger for r in m.history][-4:] == [
+    assert [r.trigger for r in m.history][-5:] == [
         "tools_prepared",
         "tools_settled",
         "tools_prepared",
         "tools_settled",
+        "after_turn",
+    ]
+    # each call ran its own machine
+    assert [[r.trigger for r in c.history] for c in m.tool_calls] == [
+        ["begin", "run", "finished", "answer"],
+        ["begin", "run", "finished", "answer"],
     ]
 
 
@@ -278,7 +284,7 @@ def test_length_truncation_step_by_step() -> None:
     ]
     assert text_of(step.events[4].message).startswith('Tool call "write" was not executed')
     assert step.effects == [Proceed()]
-    assert m.state == "turn_end"
+    assert m.state == "closing_turn"
     step = m.proceed()
     assert names(step) == ["turn_start"]
     assert isinstance(step.effects[0], CallModel)
@@ -404,25 +410,21 @@ def test_abort_while_tools_run_step_by_step() -> None:
     assert step.effects == [] and m.state == "stopped"
 
 
-def test_a_signal_fired_before_start_ends_the_run_in_the_first_step() -> None:
-    controller = AbortController()
-    controller.abort()
-    m = LoopMachine(
-        [user("hi")], AgentContext(), AgentLoopConfig(model=MODEL), signal=controller.signal
-    )
+def test_an_abort_before_the_model_call_ends_the_run_with_an_empty_aborted_message() -> None:
+    """The machine never reads a signal: the driver feeds ``abort`` instead of performing the
+    model call it was asked for (a signal fired before the run started does just that)."""
+    m = LoopMachine([user("hi")], AgentContext(), AgentLoopConfig(model=MODEL))
     step = m.start()
+    assert isinstance(step.effects[0], CallModel)
+    step = m.abort()
     assert names(step) == [
-        "agent_start",
-        "turn_start",
-        "message_start:user",
-        "message_end:user",
         "message_start:assistant",
         "message_end:assistant:aborted",
         "turn_end",
         "agent_end:aborted",
     ]
-    assert step.effects == []
-    assert step.events[5].message.content == [TextContent(text="")]
+    assert step.effects == [] and step.run_over
+    assert step.events[0].message.content == [TextContent(text="")]
 
 
 # --- hooks --------------------------------------------------------------------------------------
@@ -484,7 +486,7 @@ def test_a_failing_after_hook_and_a_failing_turn_hook() -> None:
     (turn_hook,) = step.effects
     assert isinstance(turn_hook, CallHook) and turn_hook.name == "prepare_next_turn"
     assert turn_hook.index is None
-    assert m.state == "turn_end"
+    assert m.state == "preparing_next_turn"
 
     # prepare_next_turn raising is a run failure (SPEC §5): one more turn holds it
     step = m.fail(RuntimeError("prepare failed"))
@@ -542,7 +544,7 @@ def test_an_input_the_state_does_not_accept_names_the_state_and_the_accepted_inp
     m.stream_event(StreamDone(reason="stop", message=assistant(TextContent(text="x"))))
     with pytest.raises(
         MachineInputError,
-        match="in state 'turn_end'; it accepts: hook_returned, proceed, abort, fail",
+        match="in state 'closing_turn'; it accepts: proceeded, abort, fail",
     ):
         m.stream_event(StreamDone(reason="stop", message=assistant()))
     m.proceed()
@@ -559,9 +561,11 @@ def test_proceed_is_refused_unless_the_machine_asked_for_it() -> None:
     started(m)
     step = m.stream_event(StreamDone(reason="stop", message=assistant(TextContent(text="x"))))
     assert isinstance(step.effects[0], CallHook)
-    with pytest.raises(MachineError, match="did not ask for it"):
+    with pytest.raises(
+        MachineInputError, match="'proceeded' is not accepted in state 'preparing_next_turn'"
+    ):
         m.proceed()
-    assert m.state == "turn_end"
+    assert m.state == "preparing_next_turn"
     assert names(m.hook_returned(None)) == ["agent_end:completed"]
 
 
@@ -605,31 +609,42 @@ def test_tool_results_are_tool_result_messages() -> None:
     assert (message.tool_call_id, message.tool_name, text_of(message)) == ("c1", "t", "from a dict")
 
 
-def test_the_machine_looks_at_the_signal_when_a_poll_or_proceed_comes_back() -> None:
-    controller = AbortController()
-    m = LoopMachine(
-        [user("hi")],
-        AgentContext(),
-        AgentLoopConfig(model=MODEL, get_follow_up_messages=lambda: []),
-        signal=controller.signal,
-    )
-    started(m)
-    m.stream_event(StreamDone(reason="stop", message=assistant(TextContent(text="x"))))
-    assert m.proceed().effects == [PollFollowUp()]
-    controller.abort()  # fired while the poll ran; the poll found nothing
-    step = m.follow_up_polled([])
-    assert names(step) == ["agent_end:aborted"]
-    assert m.history[-1].trigger == "abort"
+def test_a_poll_that_returned_after_the_signal_fired_ends_the_run() -> None:
+    """The driver tells the machine that the signal fired while a poll ran (the poll's input
+    carries it): an empty poll ends the run at once; polled messages are kept and the turn they
+    start ends aborted. The same inputs always give the same steps."""
 
-    controller = AbortController()
-    m = LoopMachine(
-        [user("hi")], AgentContext(), AgentLoopConfig(model=MODEL), signal=controller.signal
-    )
+    def run(polled: list[Any]) -> list[str]:
+        m = LoopMachine(
+            [user("hi")],
+            AgentContext(),
+            AgentLoopConfig(model=MODEL, get_follow_up_messages=lambda: []),
+        )
+        started(m)
+        m.stream_event(StreamDone(reason="stop", message=assistant(TextContent(text="x"))))
+        assert m.proceed().effects == [PollFollowUp()]
+        step = m.follow_up_polled(polled, aborted=True)
+        assert step.run_over and m.history[-1].trigger == "follow_up_polled"
+        return names(step)
+
+    assert run([]) == ["agent_end:aborted"]
+    assert run([user("more")]) == [
+        "turn_start",
+        "message_start:user",
+        "message_end:user",
+        "message_start:assistant",
+        "message_end:assistant:aborted",
+        "turn_end",
+        "agent_end:aborted",
+    ]
+    assert run([]) == run([])
+
+    m = LoopMachine([user("hi")], AgentContext(), AgentLoopConfig(model=MODEL))
     started(m)
     step = m.stream_event(StreamDone(reason="stop", message=assistant(TextContent(text="x"))))
     assert step.effects == [Proceed()]
-    controller.abort()  # fired while turn_end was delivered
-    assert names(m.proceed()) == ["agent_end:aborted"]
+    # fired while turn_end was delivered: the driver feeds abort instead of proceeded
+    assert names(m.abort()) == ["agent_end:aborted"]
 
 
 def test_a_raising_on_transition_observer_is_logged_and_the_run_goes_on(

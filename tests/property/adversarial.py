@@ -96,18 +96,19 @@ MESSAGE_CLASSES = (UserMessage, AssistantMessage, ToolResultMessage)
 
 
 def registered_runs() -> int:
-    """How many runs are registered on the shared transitions machines right now.
+    """How many runs are registered on the compiled transitions machines right now.
 
-    This reads the library's internals (the one place that does): every run of the loop joins
-    the shared machine of the ``agent_loop`` declaration and must leave it when it ends; every
-    ``Agent`` run joins the one of the ``agent`` lifecycle declaration likewise. After any run
-    the count must be back where it was.
+    Runs are stepped through the compiled machines of their declarations and never registered
+    on them, so this must stay 0 whatever happens (a change that registered runs without
+    always removing them would show up here).
     """
-    from agentcore_fsm.declaration import load_declaration, shared_machine
+    from agentcore_fsm.declaration import load_declaration
 
-    loop = len(shared_machine(load_declaration("agent_loop")).models)
-    lifecycle = len(shared_machine(load_declaration("agent")).models)
-    return loop + lifecycle
+    return sum(
+        len(compiled.machine.models)
+        for name in ("agent_loop", "tool_call", "agent")
+        for compiled in load_declaration(name).compiled.values()
+    )
 
 
 def live_tasks() -> int:

@@ -79,6 +79,17 @@ BANK: dict[str, Scenario] = {
     "terminate": Scenario(
         responses=(tools(CallPlan(plan=ToolPlan(terminate=True))), DONE),
     ),
+    "prepare_hook_only": Scenario(responses=(tools(CALL), DONE), prepare=("high", "none")),
+    "truncated_with_turn_hooks": Scenario(
+        responses=(tools(CALL, stop="length"), DONE), prepare=("high", "none")
+    ),
+    "immediate_errors_with_turn_hooks": Scenario(
+        responses=(tools(CallPlan(tool=MISSING_TOOL)), DONE), prepare=("high", "none")
+    ),
+    "steering_after_tools": Scenario(responses=(tools(CALL), DONE), steering=((), (), ())),
+    "terminate_then_empty_follow_up": Scenario(
+        responses=(tools(CallPlan(plan=ToolPlan(terminate=True))), DONE), follow_up=((),)
+    ),
     "terminate_then_follow_up": Scenario(
         responses=(tools(CallPlan(plan=ToolPlan(terminate=True))), DONE),
         follow_up=(("user",),),
@@ -116,6 +127,12 @@ BANK: dict[str, Scenario] = {
         async_hooks=True,
         faults=(Fault("steering", 0, "abort"),),
     ),
+    "abort_in_later_async_poll": Scenario(
+        responses=(DONE,),
+        steering=((), ()),
+        async_hooks=True,
+        faults=(Fault("steering", 1, "abort"),),
+    ),
     "abort_in_later_poll": Scenario(
         responses=(DONE,), steering=((), ()), faults=(Fault("steering", 1, "abort"),)
     ),
@@ -140,7 +157,51 @@ BANK: dict[str, Scenario] = {
     "abort_in_a_tool": Scenario(
         responses=(tools(CallPlan(plan=ToolPlan(outcome="abort")), CALL), DONE)
     ),
+    "first_poll_steers_as_the_signal_fires": Scenario(
+        responses=(DONE,), steering=(("user",),), faults=(Fault("steering", 0, "abort"),)
+    ),
+    "later_poll_steers_as_the_signal_fires": Scenario(
+        responses=(tools(CALL), DONE),
+        steering=((), ("user",)),
+        faults=(Fault("steering", 1, "abort"),),
+    ),
+    "follow_up_as_the_signal_fires": Scenario(
+        responses=(DONE, DONE), follow_up=(("user",),), faults=(Fault("follow_up", 0, "abort"),)
+    ),
     # --- failures ----------------------------------------------------------------------
+    "fail_in_prepare_hook": Scenario(
+        responses=(DONE,), prepare=("none",), faults=(Fault("prepare", 0),)
+    ),
+    "abort_then_fail_in_transform": Scenario(
+        responses=(DONE,), faults=(Fault("transform", 0, "abort_raise"),)
+    ),
+    "abort_then_fail_in_first_poll": Scenario(
+        responses=(DONE,), steering=((),), faults=(Fault("steering", 0, "abort_raise"),)
+    ),
+    "abort_then_fail_in_later_poll": Scenario(
+        responses=(DONE,), steering=((), ()), faults=(Fault("steering", 1, "abort_raise"),)
+    ),
+    "abort_then_fail_in_follow_up_poll": Scenario(
+        responses=(DONE,), follow_up=((),), faults=(Fault("follow_up", 0, "abort_raise"),)
+    ),
+    "abort_then_fail_in_prepare_hook": Scenario(
+        responses=(DONE,), prepare=("none",), faults=(Fault("prepare", 0, "abort_raise"),)
+    ),
+    "abort_then_fail_in_should_stop": Scenario(
+        responses=(DONE,), should_stop=(False,), faults=(Fault("should_stop", 0, "abort_raise"),)
+    ),
+    "abort_then_fail_at_turn_end": Scenario(
+        responses=(tools(CALL), DONE), faults=(Fault("emit:turn_end", 0, "abort_raise"),)
+    ),
+    "abort_then_fail_while_preparing_tools": Scenario(
+        responses=(tools(CALL, CALL), DONE),
+        with_before=True,
+        faults=(Fault("emit:tool_execution_start", 0, "abort_raise"),),
+    ),
+    "abort_then_fail_while_executing": Scenario(
+        responses=(tools(CallPlan(plan=ToolPlan(updates=1)), CALL), DONE),
+        faults=(Fault("emit:tool_execution_update", 0, "abort_raise"),),
+    ),
     "fail_while_streaming": Scenario(responses=(ResponsePlan(style="raise_mid", cut=2),)),
     "fail_stream_without_end": Scenario(responses=(ResponsePlan(style="exhausted", cut=1),)),
     "fail_unknown_stream_event": Scenario(responses=(ResponsePlan(style="unknown_event", cut=1),)),

@@ -121,8 +121,9 @@ class ResponsePlan:
 
 @dataclass(frozen=True)
 class Fault:
-    """At the ``nth`` invocation (0-based) of ``where``: raise, or fire the abort signal (and
-    go on). ``where``: transform, convert, api_key, stream_fn, steering, follow_up, prepare,
+    """At the ``nth`` invocation (0-based) of ``where``: raise, fire the abort signal (and go
+    on), or both (``abort_raise``: fire, then raise). ``where``: transform, convert, api_key,
+    stream_fn, steering, follow_up, prepare,
     should_stop, emit (``nth`` is then the event's index) or ``emit:<event type>`` (the nth
     event of that type)."""
 
@@ -269,7 +270,7 @@ def faults(draw: st.DrawFn, *, emit: bool = True) -> Fault:
     if where == "emit" and draw(st.booleans()):
         where = "emit:" + draw(st.sampled_from(EMIT_TYPES))
     nth = draw(st.integers(0, 90)) if where == "emit" else draw(st.integers(0, 3))
-    return Fault(where, nth, draw(st.sampled_from(["raise", "abort"])))
+    return Fault(where, nth, draw(st.sampled_from(["raise", "abort", "abort_raise"])))
 
 
 polls = st.lists(st.lists(st.sampled_from(["user", "user", "note"]), max_size=2).map(tuple))
@@ -631,6 +632,7 @@ class Harness:
         self.abort_mark: int | None = None
         self.failure_mark: int | None = None
         self.problems: list[str] = []
+        self.polled_out: list[Any] = []  # every message a poll returned
         self.counters: Counter[str] = Counter()
         self.model_calls: list[ModelCall] = []
         self.late: dict[str, Callable[[AgentToolResult], None]] = {}
@@ -671,6 +673,9 @@ class Harness:
             if f.where == where and f.nth == n:
                 if f.kind == "abort":
                     self.controller.abort("test")
+                elif f.kind == "abort_raise":  # the signal fires, then it fails anyway
+                    self.controller.abort("test")
+                    raise self._failing(f"{where} #{n} failed after the abort")
                 else:
                     raise self._failing(f"{where} #{n} failed")
         return n
@@ -746,7 +751,9 @@ class Harness:
         assert script is not None
         kinds = script[n] if n < len(script) else ()
         label = "steer" if name == "steering" else "follow"
-        return [polled_message(kind, f"{label} {n}.{j}") for j, kind in enumerate(kinds)]
+        out = [polled_message(kind, f"{label} {n}.{j}") for j, kind in enumerate(kinds)]
+        self.polled_out.extend(out)
+        return out
 
     def prepare_next_turn(self, ctx: Any, signal: Any) -> Any:
         self.entering("prepare_next_turn")
@@ -1019,6 +1026,11 @@ def verify(sc: Scenario, h: Harness, messages: list[Any]) -> Verdict:
         sequential_tools=sequential_tool_names(h.tools),
     )
     assert not h.problems, h.problems
+    # nothing polled is lost: a poll's messages are injected even when the signal fired while
+    # it ran (an awaited poll cancelled by the abort never returned them)
+    if not sc.async_hooks:
+        for polled in h.polled_out:
+            assert any(m is polled for m in messages), f"polled message lost: {polled!r}"
     # the caller's context is never mutated
     assert h.context.messages == h.history and len(h.context.messages) == len(h.history)
     # each model call saw exactly what the run had created so far (through convert_to_llm)
@@ -1053,6 +1065,11 @@ def verify(sc: Scenario, h: Harness, messages: list[Any]) -> Verdict:
         assert summary.reason == "aborted", f"aborted run ended {summary.reason}"
     elif h.failure_mark is not None and len(h.transitions) > h.failure_mark:
         assert summary.reason == "error", f"failed run ended {summary.reason}"
+    if h.failure_mark is not None and len(h.transitions) > h.failure_mark:
+        # an injected failure the machine saw is told in the run's last message
+        last = messages[-1] if messages else None
+        assert isinstance(last, AssistantMessage) and last.stop_reason in ("error", "aborted")
+        assert last.error_message and last.error_message != "Request was aborted", last
     assert h.transitions and h.transitions[-1].dest == "stopped"
     if not disturbed:
         want = expected_run(sc)

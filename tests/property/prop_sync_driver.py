@@ -8,9 +8,9 @@ first, then a pending failure or abort — after draining finished tool results 
 effects), with no event loop and no threads. A run that stops making progress (no effect to
 perform, nothing pending, not finished) or takes too many steps is reported as a problem.
 
-Where SPEC §4 asks the driver to watch the signal (no model call starts and no stream event is
-processed once it fired) this driver does so itself, so that what fails here is the machine's
-doing, not the driver's.
+The machine never reads the signal: like ``driver.py``, this driver watches it, feeds ``abort``
+instead of performing anything once it fired, passes ``aborted=True`` with a poll's messages or
+a tool's result that came back after it fired, and drops a hook's answer that did.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from prop_scenarios import (
     parse_call_id,
 )
 
-import agentcore_fsm.machine as machine_module
 from agentcore_fsm import (
     AssistantMessage,
     CallHook,
@@ -39,9 +38,12 @@ from agentcore_fsm import (
     ExecuteTool,
     LlmContext,
     LoopMachine,
+    MachineInputError,
     Model,
     PollFollowUp,
     PollSteering,
+    PrepareArguments,
+    Proceed,
     Step,
     StreamDone,
     StreamError,
@@ -61,7 +63,6 @@ from agentcore_fsm import (
     default_convert_to_llm,
 )
 
-PROCEED = getattr(machine_module, "Proceed", None)
 MAX_STEPS = 3000
 
 
@@ -122,7 +123,6 @@ class SyncDriver:
             prompts,
             h.context,
             self.config,
-            signal=h.signal,
             declaration=declaration,
             on_transition=h.on_transition,
         )
@@ -139,7 +139,7 @@ class SyncDriver:
         step = m.start()
         for _ in range(MAX_STEPS):
             self.deliver(step.events)
-            if m.finished:
+            if step.run_over:
                 self.h._late_updates()
                 return list(m.new_messages)
             if self.failure is not None or self.h.signal.aborted:
@@ -149,7 +149,7 @@ class SyncDriver:
                 elif self.failure is not None:
                     failure, self.failure = self.failure, None
                     self.failed = True
-                    step = m.fail(failure)
+                    step = m.fail(failure, aborted=self.h.signal.aborted)
                 else:
                     step = m.abort()
                 continue
@@ -166,21 +166,27 @@ class SyncDriver:
                     self.failure = exc
 
     def drain(self) -> Step | None:
-        if self.m.state != "executing":
-            return None
         while self.inbox:
             item = self.inbox.popleft()
             if item[0] != "update":
-                return self.feed(item)
+                try:
+                    return self.feed(item)
+                except MachineInputError:
+                    continue  # an outcome of a batch that was already closed
         return None
 
     def feed(self, item: tuple[Any, ...]) -> Step:
         m = self.m
         kind = item[0]
         if kind == "update":
-            return m.tool_update(item[1], item[2]) if m.state == "executing" else Step()
+            try:
+                return m.tool_update(item[1], item[2])
+            except MachineInputError:
+                return Step()  # an update after its batch was closed
         if kind == "finished":
-            return m.tool_finished(item[1], result=item[2], error=item[3])
+            return m.tool_finished(
+                item[1], result=item[2], error=item[3], aborted=self.h.signal.aborted
+            )
         if kind == "hook":
             return m.hook_returned(item[2], item[1])
         return m.hook_failed(item[2], item[1])
@@ -216,20 +222,33 @@ class SyncDriver:
                 self.h.problems.append(f"stuck in state {m.state}: no effect, nothing pending")
                 return m.fail(RuntimeError("stuck")) if "fail" in m.accepted_inputs() else Step()
             return self.feed(self.inbox.popleft())
+        if self.h.signal.aborted:
+            return Step()  # nothing starts once the signal fired: run() feeds the abort
         if isinstance(main, CallModel):
             return self.call_model(main)
-        if PROCEED is not None and isinstance(main, PROCEED):
-            return m.proceed()  # type: ignore[no-any-return,attr-defined]
+        if isinstance(main, Proceed):
+            return m.proceed()
+        if isinstance(main, PrepareArguments):
+            try:
+                value = main.tool.prepare_arguments(main.raw)  # type: ignore[misc]
+            except Exception as exc:
+                return m.arguments_prepared(main.index, error=exc)
+            return m.arguments_prepared(main.index, value)
         config = self.config
+        aborted = self.h.signal
         try:
             if isinstance(main, PollSteering):
                 assert config.get_steering_messages is not None
                 messages = config.get_steering_messages()
-                return Step() if self.cancelled() else m.steering_polled(messages)
+                if self.cancelled():
+                    return Step()
+                return m.steering_polled(messages, aborted=aborted.aborted)
             if isinstance(main, PollFollowUp):
                 assert config.get_follow_up_messages is not None
                 messages = config.get_follow_up_messages()
-                return Step() if self.cancelled() else m.follow_up_polled(messages)
+                if self.cancelled():
+                    return Step()
+                return m.follow_up_polled(messages, aborted=aborted.aborted)
             assert isinstance(main, CallHook), main
             hook = getattr(config, main.name)
             try:
@@ -237,10 +256,11 @@ class SyncDriver:
             except Exception as exc:
                 if main.index is None:
                     raise
-                return Step() if self.cancelled() else m.hook_failed(exc, main.index)
-            return Step() if self.cancelled() else m.hook_returned(value, main.index)
+                return Step() if aborted.aborted else m.hook_failed(exc, main.index)
+            # an answer that came back after the signal fired is dropped for the abort
+            return Step() if aborted.aborted else m.hook_returned(value, main.index)
         except Exception as exc:
-            return Step() if self.cancelled() else m.fail(exc)
+            return Step() if self.cancelled() else m.fail(exc, aborted=aborted.aborted)
 
     def cancelled(self) -> bool:
         """Whether the async driver would have cancelled the callback that just ran."""
@@ -305,9 +325,7 @@ class SyncDriver:
             h.fault("stream_fn")
             return self.stream(k, effect.model)
         except Exception as exc:
-            if m.state == "streaming":
-                return m.fail(exc)
-            raise
+            return m.fail(exc, aborted=h.signal.aborted)
 
     def stream(self, k: int, model: Model) -> Step:
         m, h = self.m, self.h
@@ -343,14 +361,14 @@ class SyncDriver:
                 if style == "unknown_event":
                     h._failing()
                     step = m.stream_event(_Bogus())
-                    if m.state != "streaming":
+                    if step.stream_over:
                         return step
                 if style in ("abort_mid", "abort_mid_sync"):
                     h.controller.abort("stream")
             if h.signal.aborted:  # SPEC §4: no stream event is processed after the abort
                 return Step()
             step = m.stream_event(event)
-            if m.state != "streaming":
+            if step.stream_over:
                 return step
             if step.events:
                 self.deliver(step.events)

@@ -24,7 +24,6 @@ from hypothesis.stateful import (
 )
 from prop_coverage import record_transition
 
-import agentcore_fsm.machine as machine_module
 from agentcore_fsm import (
     AbortController,
     AfterToolCallResult,
@@ -38,6 +37,8 @@ from agentcore_fsm import (
     CallHook,
     CallModel,
     ExecuteTool,
+    HookFailed,
+    HookReturned,
     LoopMachine,
     MachineInputError,
     Model,
@@ -57,7 +58,7 @@ from agentcore_fsm import (
 )
 from agentcore_fsm.testing import GrammarChecker, sequential_tool_names
 
-PROCEED = getattr(machine_module, "Proceed", None)
+AFTER_SIGNAL = frozenset({"PollSteering", "PollFollowUp", "ExecuteTool", "after_tool_call"})
 DECL = load_declaration("agent_loop")
 MODEL = Model(id="m", provider="p")
 SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
@@ -82,9 +83,9 @@ EFFECT_STATES = {
     "PrepareArguments": "preparing_tools",
     "after_tool_call": "executing",
     "ExecuteTool": "executing",
-    "prepare_next_turn": "turn_end",
-    "should_stop_after_turn": "turn_end",
-    "Proceed": "turn_end",
+    "prepare_next_turn": "preparing_next_turn",
+    "should_stop_after_turn": "deciding_stop",
+    "Proceed": "closing_turn",
 }
 
 
@@ -97,9 +98,9 @@ ANSWERED_BY = {
     "PrepareArguments": "arguments_prepared",
     "after_tool_call": "hook_returned",
     "ExecuteTool": "tool_finished",
-    "prepare_next_turn": "hook_returned",
-    "should_stop_after_turn": "hook_returned",
-    "Proceed": "proceed",
+    "prepare_next_turn": "next_turn_prepared",
+    "should_stop_after_turn": "stop_decided",
+    "Proceed": "proceeded",
 }
 
 
@@ -115,12 +116,14 @@ INVALID_CALLS: dict[str, Any] = {
     "follow_up_polled": lambda m: m.follow_up_polled([]),
     "stream_event": lambda m: m.stream_event(StreamStart(partial=AssistantMessage())),
     "stream_exhausted": lambda m: m.stream_exhausted(),
-    "hook_returned": lambda m: m.hook_returned(None, 0),
-    "hook_failed": lambda m: m.hook_failed(RuntimeError("x"), 0),
+    "hook_returned": lambda m: m.feed(HookReturned("before_tool_call", None, 0)),
+    "hook_failed": lambda m: m.feed(HookFailed("before_tool_call", RuntimeError("x"), 0)),
+    "next_turn_prepared": lambda m: m.feed(HookReturned("prepare_next_turn", None)),
+    "stop_decided": lambda m: m.feed(HookReturned("should_stop_after_turn", False)),
     "arguments_prepared": lambda m: m.arguments_prepared(0, {"x": 1}),
     "tool_update": lambda m: m.tool_update(0, AgentToolResult()),
     "tool_finished": lambda m: m.tool_finished(0, result=AgentToolResult()),
-    "proceed": lambda m: m.proceed(),
+    "proceeded": lambda m: m.proceed(),
     "abort": lambda m: m.abort(),
     "fail": lambda m: m.fail(RuntimeError("x")),
 }
@@ -175,7 +178,6 @@ class LoopWalk(RuleBasedStateMachine):
             [UserMessage(content=f"p{i}") for i in range(prompts)],
             AgentContext("", history, list(TOOLS)),
             config,
-            signal=self.controller.signal,
             on_transition=record_transition,
         )
         self.checker = GrammarChecker(
@@ -241,7 +243,8 @@ class LoopWalk(RuleBasedStateMachine):
             n = data.draw(st.sampled_from([0, 0, 1, 2]), label="messages")
             polled = [UserMessage(content=f"{kind} {i}") for i in range(n)]
             feed = m.steering_polled if kind == "PollSteering" else m.follow_up_polled
-            self.take(feed(polled), effect)
+            # a poll that comes back after the signal fired says so (its messages are kept)
+            self.take(feed(polled, aborted=self.signalled()), effect)
         elif kind == "CallModel":
             self.stream(data, effect)
         elif kind == "before_tool_call":
@@ -284,9 +287,14 @@ class LoopWalk(RuleBasedStateMachine):
     def servable(self) -> list[Any]:
         if self.m is None or self.m.finished:
             return []
-        if self.signalled():  # only what was under way when the signal fired may report
+        if self.signalled():
+            # only what was under way when the signal fired may report, and only what the
+            # driver still feeds then: poll results and tool outcomes (a hook's answer or the
+            # model's events after the signal are dropped for the abort)
             return [
-                e for e in self.pending if id(e) in self.at_signal and effect_kind(e) != "CallModel"
+                e
+                for e in self.pending
+                if id(e) in self.at_signal and effect_kind(e) in AFTER_SIGNAL
             ]
         return list(self.pending)
 
@@ -298,16 +306,18 @@ class LoopWalk(RuleBasedStateMachine):
             st.sampled_from(["ok", "ok", "error_flag", "terminate", "raise", "bad"])
         )
         if outcome == "raise":
-            step = m.tool_finished(effect.index, error=RuntimeError("tool failed"))
+            step = m.tool_finished(
+                effect.index, error=RuntimeError("tool failed"), aborted=self.signalled()
+            )
         elif outcome == "bad":
-            step = m.tool_finished(effect.index, result="not a result")
+            step = m.tool_finished(effect.index, result="not a result", aborted=self.signalled())
         else:
             result = AgentToolResult(
                 content=[TextContent(text="done")],
                 is_error=True if outcome == "error_flag" else None,
                 terminate=True if outcome == "terminate" else None,
             )
-            step = m.tool_finished(effect.index, result=result)
+            step = m.tool_finished(effect.index, result=result, aborted=self.signalled())
         self.take(step, effect)
         # an update after the call settled is ignored
         if not m.finished and "tool_update" in m.accepted_inputs():

@@ -70,6 +70,20 @@ def mutants() -> dict[str, Declaration]:
 
 MUTANTS = mutants()
 
+# Mutants that cannot be told apart by any run, because they change nothing observable; each
+# with the reason. The engine makes them equivalent: entering `executing` offers its automatic
+# `tools_settled`, which sends a batch whose calls have not begun back to `preparing_tools`;
+# entering `closing_turn` asks for `proceed`, one more round trip that leads where the
+# original went when no turn hook runs.
+EQUIVALENT = {
+    "retarget #22:model_finished:streaming -> executing": "tools_settled [calls_remain] "
+    "returns to preparing_tools at once and the calls begin there",
+    "retarget #34:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
+    "proceed before awaiting_steering, where the original goes directly",
+    "retarget #32:next_turn_prepared:preparing_next_turn -> closing_turn": "the same: a "
+    "proceed, then awaiting_steering",
+}
+
 
 @cache
 def healthy_scenarios() -> tuple[str, ...]:
@@ -109,9 +123,17 @@ def test_there_are_mutants_of_every_kind() -> None:
     assert len(healthy_scenarios()) >= len(BANK) - 5
 
 
-@pytest.mark.parametrize("name", list(MUTANTS))
+@pytest.mark.parametrize("name", [n for n in MUTANTS if n not in EQUIVALENT])
 def test_mutant_is_killed(name: str) -> None:
     assert kill(MUTANTS[name]) is not None, f"mutant survived every scenario: {name}"
+
+
+def test_the_equivalent_mutants_exist_and_survive() -> None:
+    """The list above stays true: each names a mutant that exists and that no run tells apart
+    (if the suite starts killing one, it is not equivalent: take it off the list)."""
+    for name in EQUIVALENT:
+        assert name in MUTANTS, name
+        assert kill(MUTANTS[name]) is None, name
 
 
 def test_a_mutant_written_as_toml_text_is_killed_too() -> None:
