@@ -13,6 +13,7 @@ The functions are pure and synchronous: the sans-IO machine calls them.
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Callable
 from typing import Any, get_args
 
 from pydantic import ValidationError
@@ -106,8 +107,12 @@ def is_message(value: Any) -> bool:
     return isinstance(role, str) and bool(role)
 
 
-def _coerce_one(value: Any, what: str, where: str) -> AgentMessage:
+def _coerce_one(
+    value: Any, what: str, where: str, clock: Callable[[], int] | None = None
+) -> AgentMessage:
     if isinstance(value, str):
+        if clock is not None:
+            return UserMessage(content=[TextContent(text=value)], timestamp=clock())
         return UserMessage(content=[TextContent(text=value)])
     if isinstance(value, dict):
         role = value.get("role")
@@ -139,7 +144,9 @@ def _coerce_one(value: Any, what: str, where: str) -> AgentMessage:
     )
 
 
-def coerce_messages(value: Any, what: str) -> list[AgentMessage]:
+def coerce_messages(
+    value: Any, what: str, clock: Callable[[], int] | None = None
+) -> list[AgentMessage]:
     """Messages from ``value`` as ``Agent.steer()`` takes them: ``None`` is no message; a str
     becomes one user message; one message is one message; a list or tuple holds messages or
     strs. A dict with role user/assistant/toolResult is validated into that message. Anything
@@ -147,13 +154,13 @@ def coerce_messages(value: Any, what: str) -> list[AgentMessage]:
     if value is None:
         return []
     if isinstance(value, (str, dict)) or is_message(value):
-        return [_coerce_one(value, what, "")]
+        return [_coerce_one(value, what, "", clock)]
     if not isinstance(value, (list, tuple)):
         raise InvalidValueError(
             f"{what} gave {describe_value(value)}; expected a list of messages (or None, "
             f"one message, or a str)"
         )
-    return [_coerce_one(item, what, f"item {i} ") for i, item in enumerate(value)]
+    return [_coerce_one(item, what, f"item {i} ", clock) for i, item in enumerate(value)]
 
 
 def check_message_list(value: Any, what: str) -> list[AgentMessage]:

@@ -57,7 +57,7 @@ from .events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from .messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage
+from .messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage, now_ms
 from .protocol import (
     Abort,
     ArgumentsPrepared,
@@ -144,9 +144,13 @@ class LoopMachine(DeclaredMachine):
         *,
         declaration: Declaration | None = None,
         on_transition: Callable[[TransitionRecord], None] | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         super().__init__(declaration, on_transition)
         self.config = config
+        # the one outside reading: timestamps (ms) of the messages the machine makes; a replay
+        # passes the recorded values so that the same inputs give the same steps
+        self.clock = clock
         self.prompts = list(prompts)
         # a run works on a copy: the caller's context and list are never mutated
         self.context = AgentContext(
@@ -346,7 +350,7 @@ class LoopMachine(DeclaredMachine):
         self._check(name)
         poll = "get_steering_messages" if steering else "get_follow_up_messages"
         try:
-            polled = coerce_messages(input.messages, poll)
+            polled = coerce_messages(input.messages, poll, self.clock)
         except InvalidValueError as exc:
             return self._failed(exc, input.aborted)
         self._polled = polled
@@ -857,6 +861,7 @@ class LoopMachine(DeclaredMachine):
             model=model.id,
             stop_reason=stop,
             error_message=text,
+            timestamp=self.clock(),
         )
 
 

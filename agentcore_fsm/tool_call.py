@@ -183,6 +183,7 @@ class ToolCallMachine(DeclaredMachine):
             usage=result.usage,
             added_tool_names=result.added_tool_names,
             is_error=self.is_error,
+            timestamp=self.loop.clock(),
         )
         self.message = message
         self.loop._append(message)
