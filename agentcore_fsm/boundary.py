@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Callable
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from pydantic import ValidationError
 
@@ -281,6 +281,7 @@ def pydantic_problems(exc: ValidationError) -> str:
 # --- hook return values -----------------------------------------------------------------------
 
 _THINKING_LEVELS = frozenset(get_args(ThinkingLevel))
+_R = TypeVar("_R", BeforeToolCallResult, AfterToolCallResult)
 _TURN_FIELDS = ("context", "model", "thinking_level")
 
 
@@ -352,33 +353,27 @@ def check_should_stop(value: Any) -> bool:
     raise _invalid("should_stop_after_turn", f"{describe_value(value)}; expected a bool")
 
 
-def check_before_result(value: Any) -> BeforeToolCallResult | None:
-    """What ``before_tool_call`` returned: None, a :class:`BeforeToolCallResult` or a dict."""
-    if value is None or isinstance(value, BeforeToolCallResult):
+def _hook_result(hook: str, cls: type[_R], article: str, value: Any) -> _R | None:
+    """None, an instance of ``cls``, or a dict that validates as one."""
+    if value is None or isinstance(value, cls):
         return value
     if isinstance(value, dict):
         try:
-            return BeforeToolCallResult.model_validate(value)
+            return cls.model_validate(value)
         except ValidationError as exc:
-            raise _invalid("before_tool_call", pydantic_problems(exc)) from None
+            raise _invalid(hook, pydantic_problems(exc)) from None
     raise _invalid(
-        "before_tool_call",
-        f"{describe_value(value)}; expected a BeforeToolCallResult, a "
-        f"dict with its fields, or None",
+        hook,
+        f"{describe_value(value)}; expected {article} {cls.__name__}, a dict with its fields, "
+        f"or None",
     )
+
+
+def check_before_result(value: Any) -> BeforeToolCallResult | None:
+    """What ``before_tool_call`` returned: None, a :class:`BeforeToolCallResult` or a dict."""
+    return _hook_result("before_tool_call", BeforeToolCallResult, "a", value)
 
 
 def check_after_result(value: Any) -> AfterToolCallResult | None:
     """What ``after_tool_call`` returned: None, an :class:`AfterToolCallResult` or a dict."""
-    if value is None or isinstance(value, AfterToolCallResult):
-        return value
-    if isinstance(value, dict):
-        try:
-            return AfterToolCallResult.model_validate(value)
-        except ValidationError as exc:
-            raise _invalid("after_tool_call", pydantic_problems(exc)) from None
-    raise _invalid(
-        "after_tool_call",
-        f"{describe_value(value)}; expected an AfterToolCallResult, a "
-        f"dict with its fields, or None",
-    )
+    return _hook_result("after_tool_call", AfterToolCallResult, "an", value)
