@@ -48,6 +48,8 @@ from datetime import datetime
 from functools import cache
 from typing import Any, TypeAlias
 
+from .fast_schema import fast_checker
+
 __all__ = ["CompiledSchema", "compile_schema"]
 
 Path: TypeAlias = tuple[str | int, ...]
@@ -88,14 +90,19 @@ _checked: dict[tuple[type[Any], str], None] = {}
 class CompiledSchema:
     """A JSON schema checked once, ready to validate values. ``source`` is the schema given."""
 
-    __slots__ = ("_validator", "source")
+    __slots__ = ("_fast", "_validator", "source")
 
     def __init__(self, source: Mapping[str, Any], validator: Any) -> None:
         self.source = source
         self._validator = validator
+        # a quick "certainly valid" for plain schemas; the validator decides everything else
+        self._fast = fast_checker(source)
 
     def problems(self, value: Any) -> list[tuple[str, str]]:
         """Every problem of ``value`` as ``(path, message)``, sorted by path; ``[]`` if valid."""
+        fast = self._fast
+        if fast is not None and fast(value):
+            return []
         errors = list(self._validator.iter_errors(value))
         if not errors:
             return []
