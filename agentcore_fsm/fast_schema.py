@@ -162,7 +162,7 @@ def _number(value: Any) -> float | int:
 def _count(value: Any) -> int:
     if value.__class__ is not int or value < 0:
         raise _Unsupported
-    return value  # type: ignore[no-any-return]
+    return int(value)
 
 
 def _compile_bounds(schema: Mapping[str, Any]) -> list[Check]:
