@@ -27,6 +27,7 @@ Two ways a run can end that are not data:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import math
@@ -158,6 +159,13 @@ def _boxed(fn: Callable[..., Any], *args: Any) -> tuple[Any]:
     return (fn(*args),)
 
 
+async def _in_scope(
+    scope: Any, fn: Callable[[Any], Coroutine[Any, Any, None]], effect: Any
+) -> None:
+    with scope:
+        await fn(effect)
+
+
 class _Driver:
     """Runs one :class:`LoopMachine` to its end."""
 
@@ -186,8 +194,12 @@ class _Driver:
         self._delivered = 0  # ... and how many of them have been handed to emit
         self._run_over = False  # the machine said the run is over (agent_end produced)
         self._scope: anyio.CancelScope | None = None  # the main effect in flight
-        self._tasks: dict[int, Any] = {}  # anyio TaskHandles of running tools and tool hooks
-        self._tg: anyio.abc.TaskGroup | None = None
+        # running tools and tool hooks, by call index: what cancels each (an asyncio task, or
+        # the trio cancel scope it runs in); see _spawn
+        self._tasks: dict[int, Any] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None  # the asyncio loop (None: trio)
+        self._nursery: Any = None  # on trio: the nursery of the run's task group
+        self._started: list[asyncio.Task[None]] = []  # on asyncio: every task, joined at the end
         # the inbox: what running tools and after hooks report, as machine inputs (None wakes)
         self._send: MemoryObjectSendStream[Input | None] | None = None
         self._receive: MemoryObjectReceiveStream[Input | None] | None = None
@@ -217,6 +229,18 @@ class _Driver:
         for handle in self._tasks.values():
             handle.cancel()
 
+    async def _join_tasks(self) -> None:
+        """On asyncio: wait (shielded) until every task of the run has ended; they have been
+        cancelled, so this is quick. Nothing is left running when the run returns."""
+        started, self._started = self._started, []
+        pending = [task for task in started if not task.done()]
+        if pending:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(pending)
+        for task in started:
+            if not task.cancelled() and task.exception() is not None:  # pragma: no cover
+                logger.error("a tool task raised", exc_info=task.exception())
+
     def _aborted(self) -> bool:
         return self._halt
 
@@ -227,13 +251,24 @@ class _Driver:
         self._cancelled_exc = anyio.get_cancelled_exc_class()
         remove = control.add_callback(self._on_abort)
         try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:  # anyio runs on asyncio or trio: this is trio
+            self._loop = None
+        try:
             try:
-                async with anyio.create_task_group() as tg:
-                    self._tg = tg
+                async with anyio.create_task_group():
+                    if self._loop is None:
+                        import trio
+
+                        # the task group's own nursery (the innermost of this task): tools
+                        # start in it with trio's start_soon, at a fraction of the cost
+                        self._nursery = trio.lowlevel.current_task().child_nurseries[-1]
                     try:
                         await self._process(self.m.feed(Start()))
                     finally:
                         self._cancel_tasks()
+                        if self._started:
+                            await self._join_tasks()
             except self._cancelled_exc:
                 # cancelled from outside (our own cancel scopes never let it out): close the
                 # run so that whoever listens sees a complete, well-formed end, then go on
@@ -243,6 +278,8 @@ class _Driver:
                     await self._close_after_cancel()
                 raise
         finally:
+            if self._started:
+                await self._join_tasks()
             remove()
             if self._send is not None:
                 self._send.close()
@@ -535,10 +572,22 @@ class _Driver:
     def _spawn(
         self, index: int, fn: Callable[[Any], Coroutine[Any, Any, None]], effect: Any
     ) -> None:
+        """Start ``fn(effect)`` as a task of the run with the backend's own primitives (anyio's
+        start_soon costs several times more per task, and a turn may start many tools). On
+        asyncio it is a plain task, cancelled with ``Task.cancel`` and joined before the run
+        returns; on trio it runs in the task group's nursery inside its own cancel scope."""
         self._inbox()
-        assert self._tg is not None
-        # anyio's TaskHandle (4.14+) carries the task's own cancel scope: abort cancels it
-        self._tasks[index] = self._tg.start_soon(fn, effect)
+        loop = self._loop
+        if loop is not None:
+            task = loop.create_task(fn(effect))
+            self._started.append(task)
+            self._tasks[index] = task
+        else:
+            import trio
+
+            scope = trio.CancelScope()
+            self._tasks[index] = scope
+            self._nursery.start_soon(_in_scope, scope, fn, effect)
 
     def _post(self, item: Input | None) -> None:
         send = self._send
