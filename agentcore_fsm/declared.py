@@ -114,10 +114,25 @@ def _machine_class() -> type[Any]:
         whose guards hold and hands its spec to ``model._take``; True if one was taken."""
 
         def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
-            candidates: Any = self.transitions.get(model.state) or ()
-            for transition in candidates:
+            candidates: Any = self.transitions.get(model.state)
+            if not candidates:
+                return False
+            if len(candidates) == 1:
+                transition = candidates[0]
                 for check, target in transition.checks:
                     if bool(check(model)) is not target:
+                        return False
+                model._take(transition.spec)
+                return True
+            # several candidates often share a guard: each guard runs at most once per trigger
+            # (guards are predicates of the machine's data, which does not change meanwhile)
+            seen: dict[Any, bool] = {}
+            for transition in candidates:
+                for check, target in transition.checks:
+                    value = seen.get(check)
+                    if value is None:
+                        value = seen[check] = bool(check(model))
+                    if value is not target:
                         break
                 else:
                     model._take(transition.spec)
@@ -198,6 +213,11 @@ class Compiled:
             tuple(emits[e] for e in t.emits) for t in decl.transitions
         )
         self.effects = effects
+        # the records of every (transition, source) pair, made once: records are immutable
+        self.records: tuple[dict[str, TransitionRecord], ...] = tuple(
+            {src: TransitionRecord(t.index, t.trigger, src, t.dest) for src in t.source}
+            for t in decl.transitions
+        )
         auto: dict[str, list[str]] = {}
         for t in decl.transitions:
             if t.auto:
@@ -288,10 +308,11 @@ class DeclaredMachine:
 
     def _take(self, spec: TransitionSpec) -> None:
         """Called by the compiled event: change state, record, emit, enter."""
+        compiled = self._compiled
         source = self.state
         self.state = dest = spec.dest
         self.fired = spec
-        record = TransitionRecord(spec.index, spec.trigger, source, dest)
+        record = compiled.records[spec.index][source]
         self.history.append(record)
         observer = self.on_transition
         if observer is not None:
@@ -299,7 +320,6 @@ class DeclaredMachine:
                 observer(record)
             except Exception:  # an observer must not break the run (or leave it mid-step)
                 logger.exception("on_transition raised; ignored")
-        compiled = self._compiled
         for action in compiled.actions[spec.index]:
             action(self)
         for trigger in compiled.auto.get(dest, ()):

@@ -572,17 +572,26 @@ class LoopMachine(DeclaredMachine):
         return self._take_step()
 
     def _advance_calls(self) -> None:
-        """Offer ``begin`` to calls that have not begun and ``answer`` to calls that ended, in
-        source order, until neither is taken (their guards carry the sequential/parallel
-        policy)."""
-        progress = True
-        while progress:
+        """Offer ``begin`` and ``answer`` to the calls, in source order, until neither is taken
+        (their guards carry the sequential/parallel policy). ``may_begin`` and ``may_answer``
+        both require every earlier call to be further along, so only the first call that has
+        not begun is offered ``begin``, and only the first call without its result message is
+        offered ``answer``: offering them to later calls could never be taken."""
+        calls = self._calls
+        while True:
             progress = False
-            for c in self._calls:
-                if c.state == "new" and c._offer("begin"):
-                    progress = True
-                if c.state == "ended" and c._offer("answer"):
-                    progress = True
+            for c in calls:
+                if c.state == "new":
+                    progress = c._offer("begin")
+                    break
+            for c in calls:
+                state = c.state
+                if state != "answered":
+                    if state == "ended" and c._offer("answer"):
+                        progress = True
+                    break
+            if not progress:
+                return
 
     def _may_begin(self, index: int) -> bool:
         if self.state != "preparing_tools":
