@@ -38,15 +38,14 @@ Decisions where SPEC is silent (each is also stated where it applies):
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias, get_args
 
 import anyio
-import trio
 
 from . import driver
 from .abort import AbortController, AbortSignal
@@ -350,9 +349,14 @@ def _answer_dangling_calls(messages: list[AgentMessage]) -> None:
 
 
 def _running_loop() -> str | None:
-    """The event loop running in this thread, if any ("asyncio" or "trio")."""
-    if trio.lowlevel.in_trio_run():
+    """The event loop running in this thread, if any ("asyncio" or "trio"). Neither library is
+    imported for this: one that nobody imported runs no loop."""
+    trio = sys.modules.get("trio")
+    if trio is not None and trio.lowlevel.in_trio_run():
         return "trio"
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return None
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -725,11 +729,15 @@ class Agent:
         (write them with anyio or trio). Inside a running event loop it raises RuntimeError:
         ``await agent.prompt(...)`` there instead."""
         _check_sync("prompt_sync", "await agent.prompt(...)")
+        import trio
+
         return trio.run(self.prompt, input, images)
 
     def continue_sync(self) -> list[AgentMessage]:
         """:meth:`continue_` run on trio, like :meth:`prompt_sync`."""
         _check_sync("continue_sync", "await agent.continue_()")
+        import trio
+
         return trio.run(self.continue_)
 
     def _loop_config(self, skip_initial_steering: bool) -> AgentLoopConfig:

@@ -27,7 +27,6 @@ Two ways a run can end that are not data:
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import math
@@ -41,7 +40,7 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .abort import AbortController, AbortSignal
 from .boundary import (
@@ -87,6 +86,7 @@ from .protocol import (
     ToolFinished,
     ToolUpdated,
 )
+from .tasks import ToolTasks, on_trio
 from .tools import AgentToolResult
 
 __all__ = [
@@ -159,13 +159,6 @@ def _boxed(fn: Callable[..., Any], *args: Any) -> tuple[Any]:
     return (fn(*args),)
 
 
-async def _in_scope(
-    scope: Any, fn: Callable[[Any], Coroutine[Any, Any, None]], effect: Any
-) -> None:
-    with scope:
-        await fn(effect)
-
-
 class _Driver:
     """Runs one :class:`LoopMachine` to its end."""
 
@@ -194,15 +187,9 @@ class _Driver:
         self._delivered = 0  # ... and how many of them have been handed to emit
         self._run_over = False  # the machine said the run is over (agent_end produced)
         self._scope: anyio.CancelScope | None = None  # the main effect in flight
-        # running tools and tool hooks, by call index: what cancels each (an asyncio task, or
-        # the trio cancel scope it runs in); see _spawn
-        self._tasks: dict[int, Any] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None  # the asyncio loop (None: trio)
-        self._nursery: Any = None  # on trio: the nursery of the run's task group
-        self._started: list[asyncio.Task[None]] = []  # on asyncio: every task, joined at the end
-        # the inbox: what running tools and after hooks report, as machine inputs (None wakes)
-        self._send: MemoryObjectSendStream[Input | None] | None = None
-        self._receive: MemoryObjectReceiveStream[Input | None] | None = None
+        # running tools and tool hooks, and the inbox of what they report, as machine inputs
+        # (None wakes the driver); made when the run's task group is entered
+        self._tasks: ToolTasks | None = None
         self._loop_thread = threading.get_ident()
         self._cancelled_exc: type[BaseException] = BaseException
 
@@ -213,8 +200,8 @@ class _Driver:
         if self._scope is not None and not self._emitting:
             self._scope.cancel()
         self._cancel_tasks()
-        if self._send is not None:
-            self._post(None)  # a wait on the inbox returns; _process sees the abort
+        if self._tasks is not None:
+            self._tasks.post(None)  # a wait on the inbox returns; _process sees the abort
 
     def _interrupted(self, exc: BaseException) -> None:
         """User code raised a BaseException that is not cancellation: stop like an abort,
@@ -226,20 +213,8 @@ class _Driver:
         self._on_abort()
 
     def _cancel_tasks(self) -> None:
-        for handle in self._tasks.values():
-            handle.cancel()
-
-    async def _join_tasks(self) -> None:
-        """On asyncio: wait (shielded) until every task of the run has ended; they have been
-        cancelled, so this is quick. Nothing is left running when the run returns."""
-        started, self._started = self._started, []
-        pending = [task for task in started if not task.done()]
-        if pending:
-            with anyio.CancelScope(shield=True):
-                await asyncio.wait(pending)
-        for task in started:
-            if not task.cancelled() and task.exception() is not None:  # pragma: no cover
-                logger.error("a tool task raised", exc_info=task.exception())
+        if self._tasks is not None:
+            self._tasks.cancel_all()
 
     def _aborted(self) -> bool:
         return self._halt
@@ -251,24 +226,13 @@ class _Driver:
         self._cancelled_exc = anyio.get_cancelled_exc_class()
         remove = control.add_callback(self._on_abort)
         try:
-            self._loop = asyncio.get_running_loop()
-        except RuntimeError:  # anyio runs on asyncio or trio: this is trio
-            self._loop = None
-        try:
             try:
-                async with anyio.create_task_group():
-                    if self._loop is None:
-                        import trio
-
-                        # the task group's own nursery (the innermost of this task): tools
-                        # start in it with trio's start_soon, at a fraction of the cost
-                        self._nursery = trio.lowlevel.current_task().child_nurseries[-1]
-                    try:
-                        await self._process(self.m.feed(Start()))
-                    finally:
-                        self._cancel_tasks()
-                        if self._started:
-                            await self._join_tasks()
+                if on_trio():
+                    # tools start in this task group's nursery (see ToolTasks)
+                    async with anyio.create_task_group():
+                        await self._body()
+                else:
+                    await self._body()  # tools are plain asyncio tasks, joined in _body
             except self._cancelled_exc:
                 # cancelled from outside (our own cancel scopes never let it out): close the
                 # run so that whoever listens sees a complete, well-formed end, then go on
@@ -278,19 +242,24 @@ class _Driver:
                     await self._close_after_cancel()
                 raise
         finally:
-            if self._started:
-                await self._join_tasks()
             remove()
-            if self._send is not None:
-                self._send.close()
-                assert self._receive is not None
-                self._receive.close()
+            if self._tasks is not None:
+                await self._tasks.join()
+                self._tasks.close()
         if self._interrupt is not None:
             interrupt, self._interrupt = self._interrupt, None
             raise interrupt
         # a cancellation requested while the run went on without a checkpoint is delivered
         # here, not after the caller has moved on
         await anyio.lowlevel.checkpoint_if_cancelled()
+
+    async def _body(self) -> None:
+        tasks = self._tasks = ToolTasks()
+        try:
+            await self._process(self.m.feed(Start()))
+        finally:
+            tasks.cancel_all()
+            await tasks.join()
 
     async def _close_after_cancel(self) -> None:
         events: list[Any] = []
@@ -564,38 +533,15 @@ class _Driver:
 
     # --- tools (run in the run's task group, report through the inbox) -----------------------
 
-    def _inbox(self) -> MemoryObjectSendStream[Input | None]:
-        if self._send is None:
-            self._send, self._receive = anyio.create_memory_object_stream[Input | None](math.inf)
-        return self._send
-
     def _spawn(
         self, index: int, fn: Callable[[Any], Coroutine[Any, Any, None]], effect: Any
     ) -> None:
-        """Start ``fn(effect)`` as a task of the run with the backend's own primitives (anyio's
-        start_soon costs several times more per task, and a turn may start many tools). On
-        asyncio it is a plain task, cancelled with ``Task.cancel`` and joined before the run
-        returns; on trio it runs in the task group's nursery inside its own cancel scope."""
-        self._inbox()
-        loop = self._loop
-        if loop is not None:
-            task = loop.create_task(fn(effect))
-            self._started.append(task)
-            self._tasks[index] = task
-        else:
-            import trio
-
-            scope = trio.CancelScope()
-            self._tasks[index] = scope
-            self._nursery.start_soon(_in_scope, scope, fn, effect)
+        assert self._tasks is not None
+        self._tasks.spawn(index, fn, effect)
 
     def _post(self, item: Input | None) -> None:
-        send = self._send
-        assert send is not None
-        try:
-            send.send_nowait(item)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # the run has ended: nothing is waiting for this any more
+        assert self._tasks is not None
+        self._tasks.post(item)  # dropped once the run has ended
 
     async def _run_tool(self, effect: ExecuteTool) -> None:
         index = effect.index
@@ -686,20 +632,19 @@ class _Driver:
     async def _next_from_inbox(self) -> Step:
         # No cancel scope here (one per wait would be the costliest thing on the tool path):
         # an abort posts a wake-up (None) instead.
-        receive = self._receive
-        assert receive is not None
-        return self._feed(await receive.receive())
+        tasks = self._tasks
+        assert tasks is not None
+        return self._feed(await tasks.get())
 
     def _drain_inbox(self) -> Step | None:
         """After an abort or a failure: feed the tool outcomes that arrived before it was
         processed (those calls keep their own results); None once nothing is waiting."""
-        receive = self._receive
-        if receive is None:
+        tasks = self._tasks
+        if tasks is None:
             return None
         while True:
-            try:
-                item = receive.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+            found, item = tasks.get_nowait()
+            if not found:
                 return None
             if item is None or isinstance(item, ToolUpdated):
                 continue

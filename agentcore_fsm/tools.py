@@ -94,11 +94,21 @@ class AgentTool:
 
 
 class BeforeToolCallResult(BaseModel):
+    """What ``before_tool_call`` may return: ``block=True`` stops the call, which then gets an
+    error result with ``reason`` (or "Tool execution was blocked")."""
+
+    model_config = ConfigDict(defer_build=True)
+
     block: bool = False
     reason: str | None = None
 
 
 class AfterToolCallResult(BaseModel):
+    """What ``after_tool_call`` may return: every field that is not None replaces that part of
+    the tool's result."""
+
+    model_config = ConfigDict(defer_build=True)
+
     content: list[ToolResultContent] | None = None
     details: Any = None
     is_error: bool | None = None
@@ -109,7 +119,7 @@ class AfterToolCallResult(BaseModel):
 class BeforeToolCallContext(BaseModel):
     """Handed to ``before_tool_call``. Mutating ``args`` changes what the tool receives."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, defer_build=True)
     assistant_message: AssistantMessage
     tool_call: ToolCall
     args: Any
@@ -117,7 +127,7 @@ class BeforeToolCallContext(BaseModel):
 
 
 class AfterToolCallContext(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, defer_build=True)
     assistant_message: AssistantMessage
     tool_call: ToolCall
     args: Any

@@ -1,0 +1,167 @@
+"""The run's tool tasks and their inbox, on the backend's own primitives.
+
+The driver starts every tool execution (and every ``after_tool_call``) as a task of the run, and
+those tasks report back through an inbox of machine inputs. anyio's task handles and memory
+streams cost several times more per task and per message than the backends' own primitives,
+and a turn may start many tools, so :class:`ToolTasks` uses the backend directly:
+
+* on asyncio, a plain ``loop.create_task``, cancelled with ``Task.cancel`` and joined (shielded)
+  by :meth:`ToolTasks.join` before the run returns: nothing is left running, and the run needs
+  no task group at all;
+* on trio, ``start_soon`` in the nursery of the run's anyio task group (so the task group waits
+  for them as it waits for its own), each task inside its own ``trio.CancelScope``; create the
+  :class:`ToolTasks` in the task that entered that task group;
+* the inbox is a deque; a waiting driver is woken with a future (asyncio) or
+  ``trio.lowlevel.reschedule`` (trio). Posting happens on the event loop's thread only (worker
+  threads go through ``anyio.from_thread``). A wait on the inbox is cancellable as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["ToolTasks", "on_trio"]
+
+logger = logging.getLogger("agentcore_fsm")
+
+TaskFn = Callable[[Any], Coroutine[Any, Any, None]]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop; None on trio (anyio runs on asyncio or trio). asyncio is not
+    imported for this: when nobody imported it, no asyncio loop runs."""
+    module = sys.modules.get("asyncio")
+    if module is None:
+        return None
+    try:
+        return module.get_running_loop()  # type: ignore[no-any-return]
+    except RuntimeError:
+        return None
+
+
+def on_trio() -> bool:
+    """True when the running event loop is trio's (anyio runs on asyncio or trio)."""
+    return _running_loop() is None
+
+
+async def _in_scope(scope: Any, fn: TaskFn, arg: Any) -> None:
+    with scope:
+        await fn(arg)
+
+
+class ToolTasks:
+    """The tasks of one run, by key (a tool call's index), and the inbox they post to.
+
+    Create it inside the run's anyio task group, in the task that entered it."""
+
+    __slots__ = ("_cancel", "_closed", "_items", "_loop", "_nursery", "_started", "_waiter")
+
+    def __init__(self) -> None:
+        self._cancel: dict[int, Any] = {}  # what cancels each task: a Task or a CancelScope
+        self._items: deque[Any] = deque()
+        self._waiter: Any = None  # the waiting driver: a Future (asyncio) or a trio Task
+        self._closed = False
+        self._started: list[asyncio.Task[None]] = []
+        self._nursery: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = _running_loop()
+        if self._loop is None:
+            import trio
+
+            # the task group's own nursery: the innermost one of the task that entered it
+            self._nursery = trio.lowlevel.current_task().child_nurseries[-1]
+
+    # --- tasks ------------------------------------------------------------------------------
+
+    def spawn(self, key: int, fn: TaskFn, arg: Any) -> None:
+        """Start ``fn(arg)``; :meth:`cancel_all` cancels it (a later task of the same key
+        replaces the earlier one, which has ended by then)."""
+        loop = self._loop
+        if loop is not None:
+            task = loop.create_task(fn(arg))
+            self._started.append(task)
+            self._cancel[key] = task
+        else:
+            import trio
+
+            scope = trio.CancelScope()
+            self._cancel[key] = scope
+            self._nursery.start_soon(_in_scope, scope, fn, arg)
+
+    def cancel_all(self) -> None:
+        for handle in self._cancel.values():
+            handle.cancel()
+
+    async def join(self) -> None:
+        """Wait (shielded) until every asyncio task has ended; on trio the task group does."""
+        started, self._started = self._started, []
+        pending = [task for task in started if not task.done()]
+        if pending:
+            import asyncio
+
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(pending)
+        for task in started:
+            if not task.cancelled() and task.exception() is not None:  # pragma: no cover
+                logger.error("a tool task raised", exc_info=task.exception())
+
+    # --- the inbox --------------------------------------------------------------------------
+
+    def post(self, item: Any) -> None:
+        """Add ``item`` to the inbox (on the event loop's thread); dropped once closed."""
+        if self._closed:
+            return
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if self._loop is not None:
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                import trio
+
+                trio.lowlevel.reschedule(waiter)
+
+    def get_nowait(self) -> tuple[bool, Any]:
+        """``(True, item)`` for the oldest item, ``(False, None)`` when the inbox is empty."""
+        if self._items:
+            return True, self._items.popleft()
+        return False, None
+
+    async def get(self) -> Any:
+        """The oldest item, waiting for one if needed."""
+        items = self._items
+        while not items:
+            loop = self._loop
+            if loop is not None:
+                future = loop.create_future()
+                self._waiter = future
+                try:
+                    await future
+                finally:
+                    self._waiter = None
+            else:
+                import trio
+
+                self._waiter = trio.lowlevel.current_task()
+
+                def abort(raise_cancel: Any) -> Any:
+                    self._waiter = None
+                    return trio.lowlevel.Abort.SUCCEEDED
+
+                await trio.lowlevel.wait_task_rescheduled(abort)
+        return items.popleft()
+
+    def close(self) -> None:
+        """No more items are taken (the run has ended)."""
+        self._closed = True
+        self._items.clear()
