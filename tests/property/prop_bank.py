@@ -111,6 +111,13 @@ BANK: dict[str, Scenario] = {
         responses=(DONE,), faults=(Fault("transform", 0, "abort"),)
     ),
     "abort_in_get_api_key": Scenario(responses=(DONE,), faults=(Fault("api_key", 0, "abort"),)),
+    # the driver cancels an awaited follow-up poll and feeds the abort in awaiting_follow_up
+    "abort_in_async_follow_up_poll": Scenario(
+        responses=(ResponsePlan(text="done"),),
+        follow_up=((),),
+        async_hooks=True,
+        faults=(Fault("follow_up", 0, "abort"),),
+    ),
     "abort_when_the_stream_function_is_called": Scenario(
         responses=(DONE,), faults=(Fault("stream_fn", 0, "abort"),)
     ),

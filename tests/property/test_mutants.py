@@ -1,34 +1,47 @@
-"""The suite catches what it should: small mutations of the declaration must not survive.
+"""The suite catches what it should: small mutations of the declarations must not survive.
 
-Each mutant is an in-memory copy of ``states/agent_loop.toml`` with one change:
+Each mutant is an in-memory copy of one declaration (``states/agent_loop.toml``,
+``states/tool_call.toml`` or ``states/agent.toml``) with one change:
 
 * ``drop``: one emit action removed from a transition;
 * ``swap``: two neighbouring emit actions of a transition swapped;
 * ``retarget``: a transition sent to another state;
 * ``invert``: a guard moved from ``guards`` to ``unless`` (or back).
 
-Every mutant is run (``LoopMachine(..., declaration=mutant)``, stepped by the synchronous driver
-of ``prop_sync_driver``) over the scenario bank; it is killed when the grammar checker or one of
-the properties of ``prop_scenarios.verify`` fails, or the machine breaks (raises, gets stuck,
-never ends). A mutant that survives every scenario fails its test. Scenarios that fail on the
-real declaration (a core bug, reported by ``test_bank``) are left out, so that no mutant is
-"killed" by a bug it did not cause.
+Every loop mutant is run (``LoopMachine(..., declaration=mutant)``, stepped by the synchronous
+driver of ``prop_sync_driver``) over the scenario bank; it is killed when the grammar checker or
+one of the properties of ``prop_scenarios.verify`` fails, or the machine breaks (raises, gets
+stuck, never ends). Every tool-call mutant runs the calls of a real loop: over the tool-call
+bank of ``prop_tool_calls`` (stepped, each case checked against its oracle), then over the
+scenario bank through the synchronous driver; a call's machine that never stops taking
+transitions (``Runaway``) is killed too. Every lifecycle mutant runs the Agent runs of
+``prop_lifecycle``. A mutant that survives every run fails its test. Scenarios and cases that
+fail on the real declarations (a core bug, reported by ``test_bank`` and
+``test_tool_call_declaration``) are left out, so that no mutant is "killed" by a bug it did not
+cause.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
+from typing import Any
 
 import pytest
 from prop_bank import BANK
+from prop_lifecycle import lifecycle_runs
 from prop_scenarios import verify
-from prop_sync_driver import run_sync
+from prop_sync_driver import SyncDriver, run_sync
+from prop_tool_calls import CALL_BANK, Runaway, run_case, use_call_declaration, watch_calls
 
 from agentcore_fsm import Declaration, load_declaration, parse_declaration
 
 REAL = load_declaration("agent_loop")
+CALL_REAL = load_declaration("tool_call")
+LIFECYCLE_REAL = load_declaration("agent")
 
 
 def _with(decl: Declaration, index: int, **changes: object) -> Declaration:
@@ -39,36 +52,38 @@ def _with(decl: Declaration, index: int, **changes: object) -> Declaration:
     return dataclasses.replace(decl, transitions=transitions, source_text="")
 
 
-def mutants() -> dict[str, Declaration]:
+def mutants(real: Declaration = REAL) -> dict[str, Declaration]:
     out: dict[str, Declaration] = {}
-    for t in REAL.transitions:
+    for t in real.transitions:
         where = f"#{t.index}:{t.trigger}:{'|'.join(t.source)}"
         for j, action in enumerate(t.emits):
             emits = t.emits[:j] + t.emits[j + 1 :]
-            out[f"drop {action} {where}"] = _with(REAL, t.index, emits=emits)
+            out[f"drop {action} {where}"] = _with(real, t.index, emits=emits)
         for j in range(len(t.emits) - 1):
             emits = list(t.emits)
             emits[j], emits[j + 1] = emits[j + 1], emits[j]
             out[f"swap {t.emits[j]}/{t.emits[j + 1]} {where}"] = _with(
-                REAL, t.index, emits=tuple(emits)
+                real, t.index, emits=tuple(emits)
             )
-        for dest in REAL.states:
+        for dest in real.states:
             if dest != t.dest:
-                out[f"retarget {where} -> {dest}"] = _with(REAL, t.index, dest=dest)
+                out[f"retarget {where} -> {dest}"] = _with(real, t.index, dest=dest)
         for guard in t.guards:
             guards = tuple(g for g in t.guards if g != guard)
             out[f"invert {guard} {where}"] = _with(
-                REAL, t.index, guards=guards, unless=(*t.unless, guard)
+                real, t.index, guards=guards, unless=(*t.unless, guard)
             )
         for guard in t.unless:
             unless = tuple(g for g in t.unless if g != guard)
             out[f"invert not {guard} {where}"] = _with(
-                REAL, t.index, unless=unless, guards=(*t.guards, guard)
+                real, t.index, unless=unless, guards=(*t.guards, guard)
             )
     return out
 
 
-MUTANTS = mutants()
+MUTANTS = mutants(REAL)
+CALL_MUTANTS = mutants(CALL_REAL)
+LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 
 # Mutants that cannot be told apart by any run, because they change nothing observable; each
 # with the reason. The engine makes them equivalent: entering `executing` offers its automatic
@@ -83,6 +98,31 @@ EQUIVALENT = {
     "retarget #32:next_turn_prepared:preparing_next_turn -> closing_turn": "the same: a "
     "proceed, then awaiting_steering",
 }
+# None for the tool call and the lifecycle: every one of their mutants is killed.
+CALL_EQUIVALENT: dict[str, str] = {}
+LIFECYCLE_EQUIVALENT: dict[str, str] = {}
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    logger = logging.getLogger("agentcore_fsm")
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = False
+
+
+def _first_failure(runs: dict[str, Callable[[], Any]]) -> str | None:
+    """Name and rule (or exception type) of the first run that fails; None if all pass."""
+    with _quiet():
+        for name, run in runs.items():
+            try:
+                run()
+            except (Exception, Runaway) as exc:
+                rule = getattr(exc, "rule", None)
+                return f"{name}: {rule or type(exc).__name__}"
+    return None
 
 
 @cache
@@ -99,28 +139,72 @@ def healthy_scenarios() -> tuple[str, ...]:
     return tuple(names)
 
 
+@cache
+def healthy_call_cases() -> tuple[str, ...]:
+    """The tool-call bank cases that pass on the real declaration."""
+    names = []
+    for name, case in CALL_BANK.items():
+        try:
+            run_case(case)
+        except Exception:
+            continue
+        names.append(name)
+    return tuple(names)
+
+
 def kill(decl: Declaration) -> str | None:
-    """Run the bank on ``decl``; the first failure, or None if the mutant survived."""
-    logger = logging.getLogger("agentcore_fsm")
-    logger.disabled = True
-    try:
-        for name in healthy_scenarios():
+    """Run the bank on the loop declaration ``decl``; the first failure, or None if the mutant
+    survived."""
+
+    def scenario(name: str) -> Callable[[], None]:
+        def run() -> None:
             sc = BANK[name]
-            try:
-                harness, messages = run_sync(sc, decl)
-                verify(sc, harness, messages)
-            except Exception as exc:
-                rule = getattr(exc, "rule", None)
-                return f"{name}: {rule or type(exc).__name__}"
-        return None
-    finally:
-        logger.disabled = False
+            harness, messages = run_sync(sc, decl)
+            verify(sc, harness, messages)
+
+        return run
+
+    return _first_failure({name: scenario(name) for name in healthy_scenarios()})
+
+
+def _sync_with_calls_on(name: str, decl: Declaration) -> Callable[[], None]:
+    def run() -> None:
+        sc = BANK[name]
+        driver = SyncDriver(sc, None, record=False)
+        use_call_declaration(driver.m, decl)
+        watch_calls(driver.m)
+        messages = driver.run()
+        verify(sc, driver.h, messages)
+
+    return run
+
+
+def kill_call(decl: Declaration) -> str | None:
+    """Run the tool-call bank, then the scenario bank, with every tool call on the tool-call
+    declaration ``decl``; the first failure, or None if the mutant survived."""
+    runs: dict[str, Callable[[], Any]] = {
+        f"case {name}": (lambda case=CALL_BANK[name]: run_case(case, decl))
+        for name in healthy_call_cases()
+    }
+    runs |= {name: _sync_with_calls_on(name, decl) for name in healthy_scenarios()}
+    return _first_failure(runs)
+
+
+def kill_lifecycle(decl: Declaration) -> str | None:
+    """Run the Agent lifecycle runs on the lifecycle declaration ``decl``."""
+    return _first_failure({"lifecycle runs": lambda: lifecycle_runs(decl)})
 
 
 def test_there_are_mutants_of_every_kind() -> None:
-    kinds = {name.split()[0] for name in MUTANTS}
-    assert kinds == {"drop", "swap", "retarget", "invert"}
+    for found in (MUTANTS, CALL_MUTANTS):
+        assert {name.split()[0] for name in found} == {"drop", "swap", "retarget", "invert"}
+    # the lifecycle declares no guards and no emit actions: only its targets can change
+    assert {name.split()[0] for name in LIFECYCLE_MUTANTS} == {"retarget"}
+    assert len(LIFECYCLE_MUTANTS) == len(LIFECYCLE_REAL.transitions) * (
+        len(LIFECYCLE_REAL.states) - 1
+    )
     assert len(healthy_scenarios()) >= len(BANK) - 5
+    assert healthy_call_cases() == tuple(CALL_BANK)
 
 
 @pytest.mark.parametrize("name", [n for n in MUTANTS if n not in EQUIVALENT])
@@ -128,12 +212,28 @@ def test_mutant_is_killed(name: str) -> None:
     assert kill(MUTANTS[name]) is not None, f"mutant survived every scenario: {name}"
 
 
+@pytest.mark.parametrize("name", [n for n in CALL_MUTANTS if n not in CALL_EQUIVALENT])
+def test_tool_call_mutant_is_killed(name: str) -> None:
+    assert kill_call(CALL_MUTANTS[name]) is not None, f"tool-call mutant survived: {name}"
+
+
+@pytest.mark.parametrize("name", [n for n in LIFECYCLE_MUTANTS if n not in LIFECYCLE_EQUIVALENT])
+def test_lifecycle_mutant_is_killed(name: str) -> None:
+    assert kill_lifecycle(LIFECYCLE_MUTANTS[name]) is not None, f"lifecycle mutant survived: {name}"
+
+
 def test_the_equivalent_mutants_exist_and_survive() -> None:
-    """The list above stays true: each names a mutant that exists and that no run tells apart
+    """The lists above stay true: each names a mutant that exists and that no run tells apart
     (if the suite starts killing one, it is not equivalent: take it off the list)."""
-    for name in EQUIVALENT:
-        assert name in MUTANTS, name
-        assert kill(MUTANTS[name]) is None, name
+    lists: list[tuple[dict[str, str], dict[str, Declaration], Callable[..., str | None]]] = [
+        (EQUIVALENT, MUTANTS, kill),
+        (CALL_EQUIVALENT, CALL_MUTANTS, kill_call),
+        (LIFECYCLE_EQUIVALENT, LIFECYCLE_MUTANTS, kill_lifecycle),
+    ]
+    for equivalent, found, killer in lists:
+        for name in equivalent:
+            assert name in found, name
+            assert killer(found[name]) is None, name
 
 
 def test_a_mutant_written_as_toml_text_is_killed_too() -> None:
@@ -144,3 +244,13 @@ def test_a_mutant_written_as_toml_text_is_killed_too() -> None:
     assert marker in text
     mutant = parse_declaration(text.replace(marker, 'dest = "turn_end"\nemits = ["assistant_end"]'))
     assert kill(mutant) is not None
+
+
+def test_a_tool_call_mutant_written_as_toml_text_is_killed_too() -> None:
+    """From edited tool-call text: answer a call without asking ``may_answer`` (the parallel
+    policy's "results after every end, in source order")."""
+    text = CALL_REAL.source_text
+    marker = 'dest = "answered"\nguards = ["may_answer"]\n'
+    assert marker in text
+    mutant = parse_declaration(text.replace(marker, 'dest = "answered"\n'))
+    assert kill_call(mutant) is not None

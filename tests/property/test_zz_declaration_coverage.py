@@ -1,9 +1,11 @@
-"""Coverage of the declaration: every declared state and every declared transition, from each
-of its source states, is taken by the property suite.
+"""Coverage of the declarations: every declared state and every declared transition, from each
+of its source states, is taken by the property suite, for each of the three machines: the loop
+(``agent_loop``), a tool call (``tool_call``) and the Agent lifecycle (``agent``).
 
 Named ``test_zz_*`` so that it runs after the other property tests and sees what they walked
-(``prop_coverage.TAKEN``); it also runs the fixed scenario bank itself, on both backends, so it
-means the same thing when it runs alone.
+(``prop_coverage.TAKEN_BY``); it also runs the fixed banks itself (the scenario bank on both
+backends, the tool-call bank, the lifecycle runs), so it means the same thing when it runs
+alone.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import logging
 
 import prop_coverage
+import pytest
 from prop_bank import BANK
+from prop_lifecycle import lifecycle_runs
 from prop_scenarios import run_scenario
+from prop_tool_calls import CALL_BANK, run_case
 
 from agentcore_fsm import load_declaration
 
 
-def test_every_declared_state_and_transition_is_taken() -> None:
+def _run_the_banks() -> None:
     logging.getLogger("agentcore_fsm").disabled = True
     try:
         for scenario in BANK.values():
@@ -26,15 +31,45 @@ def test_every_declared_state_and_transition_is_taken() -> None:
                     run_scenario(scenario, backend)
                 except AssertionError:
                     pass  # a broken property is reported by test_bank; here only paths count
+        for case in CALL_BANK.values():
+            try:
+                run_case(case, record=True)
+            except AssertionError:
+                pass  # reported by test_tool_call_declaration
     finally:
         logging.getLogger("agentcore_fsm").disabled = False
-    decl = load_declaration("agent_loop")
-    taken = set(prop_coverage.TAKEN)
-    missing = sorted(prop_coverage.required() - taken)
-    described = [
-        f"#{index} {decl.transitions[index].label} from {source} -> {decl.transitions[index].dest}"
-        for index, source in missing
+    try:
+        lifecycle_runs(record=True)
+    except AssertionError:
+        pass  # reported by test_agent_lifecycle_declaration
+
+
+def test_every_declared_state_and_transition_is_taken() -> None:
+    _run_the_banks()
+    missing = [
+        line
+        for name in prop_coverage.DECLARATIONS
+        for line in prop_coverage.uncovered(name, set(prop_coverage.TAKEN_BY[name]))
     ]
-    assert not missing, "never taken:\n" + "\n".join(described)
-    unreached = set(decl.states) - prop_coverage.states_reached(taken)
-    assert not unreached, f"states never reached: {sorted(unreached)}"
+    assert not missing, "not covered:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("name", prop_coverage.DECLARATIONS)
+def test_the_coverage_check_reports_each_gap(name: str) -> None:
+    """The check above can fail: leaving out any one (transition, source) pair of a complete
+    walk is reported, and so is a state no pair reaches."""
+    decl = load_declaration(name)
+    complete = prop_coverage.required(name)
+    assert prop_coverage.uncovered(name, complete) == []
+    for index, source in complete:
+        report = prop_coverage.uncovered(name, complete - {(index, source)})
+        assert any(
+            line.startswith(f"{name} #{index} ") and f"from {source} " in line for line in report
+        )
+    for state in decl.states:
+        if state == decl.initial:
+            continue
+        unreached = {(t.index, s) for t in decl.transitions for s in t.source if t.dest == state}
+        unreached |= {(t.index, state) for t in decl.transitions if state in t.source}
+        report = prop_coverage.uncovered(name, complete - unreached)
+        assert f"{name} state {state}: never reached" in report
