@@ -1,10 +1,20 @@
 """agentcore_fsm: an LLM agent loop as an explicit, declared, sans-IO finite-state machine.
 
-Every public name is importable from here. See README.md for the tour and SPEC for the contract.
+Every public name is importable from here (``from agentcore_fsm import run_agent_loop``); see
+README.md for the tour. Importing the package loads the loop itself (messages, events, tools,
+the machines and the async driver). What only some programs need is loaded on first use: the
+:class:`Agent`, the providers (``OpenAIProvider``, ``AnthropicProvider``, ``FauxProvider``, the
+model table) and the run recorder are imported when one of their names is first read from here
+(``agentcore_fsm.Agent``, ``from agentcore_fsm import FauxProvider``); the ``testing``,
+``bench``, ``diagrams`` and ``cli`` modules only when you import them.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .abort import AbortController, AbortSignal
-from .agent import Agent, AgentBusyError, AgentListener, AgentState, QueueMode
 from .config import (
     AgentContext,
     AgentLoopConfig,
@@ -97,11 +107,6 @@ from .protocol import (
     ToolFinished,
     ToolUpdated,
 )
-from .providers.anthropic import AnthropicProvider, stream_anthropic
-from .providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
-from .providers.models import get_model, list_models, openai_compatible_model
-from .providers.openai import OpenAIProvider, stream_openai
-from .recorder import RecordedRun, RunFileError, RunRecorder, load_run
 from .tool_call import ToolCallMachine
 from .tools import (
     AfterToolCallContext,
@@ -113,7 +118,57 @@ from .tools import (
     ToolExecutionMode,
 )
 
+if TYPE_CHECKING:
+    from .agent import Agent, AgentBusyError, AgentListener, AgentState, QueueMode
+    from .providers.anthropic import AnthropicProvider, stream_anthropic
+    from .providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
+    from .providers.models import get_model, list_models, openai_compatible_model
+    from .providers.openai import OpenAIProvider, stream_openai
+    from .recorder import RecordedRun, RunFileError, RunRecorder, load_run
+
 __version__ = "0.1.0"
+"""The version of this package (``agentcore-fsm --version`` prints the installed one)."""
+
+_LAZY: dict[str, str] = {
+    "Agent": ".agent",
+    "AgentBusyError": ".agent",
+    "AgentListener": ".agent",
+    "AgentState": ".agent",
+    "QueueMode": ".agent",
+    "AnthropicProvider": ".providers.anthropic",
+    "stream_anthropic": ".providers.anthropic",
+    "FauxError": ".providers.faux",
+    "FauxProvider": ".providers.faux",
+    "faux_response": ".providers.faux",
+    "faux_tool_call": ".providers.faux",
+    "get_model": ".providers.models",
+    "list_models": ".providers.models",
+    "openai_compatible_model": ".providers.models",
+    "OpenAIProvider": ".providers.openai",
+    "stream_openai": ".providers.openai",
+    "RecordedRun": ".recorder",
+    "RunFileError": ".recorder",
+    "RunRecorder": ".recorder",
+    "load_run": ".recorder",
+}
+"""The public names whose module is imported on first use, and that module."""
+
+if not TYPE_CHECKING:  # type checkers see the imports above instead
+
+    def __getattr__(name: str) -> Any:
+        """Import the module of a lazily loaded public name on first use, and keep the value."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily loaded ones included (for ``dir()`` and completion)."""
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AGENT_EVENT_ADAPTER",

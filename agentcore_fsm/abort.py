@@ -1,4 +1,9 @@
-"""Abort: a signal that a run watches, and the controller that fires it (SPEC §4).
+"""Abort: a signal that a run watches, and the controller that fires it.
+
+Make an :class:`AbortController`, pass ``controller.signal`` to the run (``signal=`` of
+``run_agent_loop``; an ``Agent`` makes its own, fired by ``agent.abort()``), and call
+``controller.abort()`` to end the run: the model call in flight is cancelled, running tools see
+the signal, and the run ends with ``agent_end(reason="aborted")``.
 
 The signal is a plain object: reading ``aborted`` never awaits, so the sans-IO machine may look
 at it. ``await signal.wait()`` works on any anyio backend (trio, asyncio). ``abort()`` is
@@ -20,6 +25,11 @@ logger = logging.getLogger("agentcore_fsm")
 
 
 class AbortSignal:
+    """Tells whether a run was aborted, and why: ``aborted`` and ``reason`` (what was passed to
+    :meth:`AbortController.abort`). Tools and stream functions receive it; check ``aborted``
+    between steps, ``await wait()`` to block until it fires, or :meth:`add_callback` to be
+    called when it does. Get one from an :class:`AbortController`, which fires it."""
+
     __slots__ = ("_callbacks", "_events", "aborted", "reason")
 
     def __init__(self) -> None:

@@ -204,6 +204,8 @@ def check_llm_messages(value: Any, what: str = "convert_to_llm") -> list[Message
 
 
 def check_api_key(value: Any) -> str | None:
+    """What ``get_api_key`` returned, when it is a ``str`` or ``None``; otherwise raise
+    :class:`InvalidValueError`."""
     if value is None or isinstance(value, str):
         return value
     raise InvalidValueError(f"get_api_key returned {describe_value(value)}; expected a str or None")

@@ -1,5 +1,6 @@
 """The ``agentcore-fsm`` command: ``demo``, ``bench``, ``diagram`` and ``chat``.
 
+``agentcore-fsm --version`` prints the installed version, ``agentcore-fsm --help`` the commands.
 Each subcommand lives in its own module and is imported only when used. Exit status: 0 on
 success, 2 for a usage error (no or an unknown command, a bad argument), 1 when the work
 failed; when standard output is closed early (``agentcore-fsm demo | head``) the command stops
@@ -18,12 +19,32 @@ COMMANDS = {
     "diagram": ("agentcore_fsm.diagram_cli", "Render the declared machines or a recorded run."),
     "chat": ("agentcore_fsm.chat", "Chat with a real model (OpenAI-compatible or Anthropic)."),
 }
+"""Each subcommand: the module whose ``main(argv)`` runs it, and its one-line summary."""
 BROKEN_PIPE = 141  # 128 + SIGPIPE
+"""The exit status when standard output was closed early."""
+DISTRIBUTION = "agentcore-fsm"
+"""The name the package is installed under (what ``pip show`` takes)."""
+
+
+def version() -> str:
+    """The installed version of the package (its metadata), or ``agentcore_fsm.__version__``
+    when it is not installed (run from a source tree)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        from . import __version__
+
+        return __version__
 
 
 def usage() -> str:
+    """The text of ``agentcore-fsm --help``: the commands and what each does."""
     lines = ["usage: agentcore-fsm COMMAND [options]", "", "commands:"]
     lines += [f"  {name:<8} {doc}" for name, (_, doc) in COMMANDS.items()]
+    lines += ["", "options:", "  -h, --help  show this help and exit"]
+    lines += ["  --version   print the version and exit"]
     lines += ["", "Run 'agentcore-fsm COMMAND --help' for a command's options."]
     return "\n".join(lines)
 
@@ -43,12 +64,18 @@ def _silence_stdout() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``agentcore-fsm`` with ``argv`` (default: the command line's arguments) and return
+    the exit status: 0 on success, 1 when the work failed, 2 for a usage error, 141 when
+    standard output was closed early."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         print(usage(), file=sys.stderr)
         return 2
     if args[0] in ("-h", "--help"):
         print(usage())
+        return 0
+    if args[0] == "--version":
+        print(f"{DISTRIBUTION} {version()}")
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:

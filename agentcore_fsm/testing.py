@@ -1,4 +1,5 @@
-"""Test helpers: check that a run kept the documented event grammar (SPEC §3.3).
+"""Test helpers: check that a run kept the documented event grammar
+(docs/reference.md#event-grammar).
 
 Use this module in your own tests to check an agent built on this library::
 
@@ -21,8 +22,9 @@ Every rule has a stable id (the keys of :data:`RULES`). The first violation rais
 the offending event, or of the offending message in a model context) and a message that shows the
 events around it.
 
-* ``R1.*`` to ``R5.*`` are the five rules of SPEC §3.3, split into one id per way of breaking
-  them (``R1.first`` "agent_start is the first event", ``R2.nested_turn`` "turns never nest", ...).
+* ``R1.*`` to ``R5.*`` are the five rules of the event grammar, split into one id per way of
+  breaking them (``R1.first`` "agent_start is the first event", ``R2.nested_turn`` "turns never
+  nest", ...).
 * ``R3.not_a_message``: a ``message_start``/``message_end`` carries a message: a
   :class:`~agentcore_fsm.UserMessage`, :class:`~agentcore_fsm.AssistantMessage` or
   :class:`~agentcore_fsm.ToolResultMessage`, or a custom message (an object with a string
@@ -47,21 +49,21 @@ events around it.
     no result message while a started call has no ``tool_execution_end``, and no
     ``tool_execution_start`` after a result message. The calls of a "length" message are never
     executed (each gets its start, end and error result in turn), so this rule skips them.
-* ``T.*`` are transcript invariants stated elsewhere in the SPEC: ``turn_end.tool_results`` is
-  the turn's results in source order (§3.2), a result message carries the result of its
-  ``tool_execution_end``, tool calls start and are answered in source order, an assistant message
-  ends with a final stop reason ("stop", "length", "toolUse", "error" or "aborted"), and
-  ``agent_end.reason`` agrees with the last assistant message.
+* ``T.*`` are transcript invariants (docs/reference.md#t-transcript-invariants):
+  ``turn_end.tool_results`` is the turn's results in source order, a result message carries the
+  result of its ``tool_execution_end``, tool calls start and are answered in source order, an
+  assistant message ends with a final stop reason ("stop", "length", "toolUse", "error" or
+  "aborted"), and ``agent_end.reason`` agrees with the last assistant message.
 * ``C.*`` check a context handed to the model (an :class:`~agentcore_fsm.LlmContext` or its
   message list): every tool call of an answerable assistant message (stop reason "toolUse",
   "stop" or "length") is answered by exactly one tool result, right after it and before any other
   message; no tool result answers anything else. Calls of an "error"/"aborted" message are never
-  answered (SPEC §3.1.6).
+  answered (docs/reference.md#error-and-aborted-messages).
 
-Decisions where the SPEC is silent (documented here for users):
+Decisions this checker makes (documented here for users):
 
-* Between a ``message_start`` and its ``message_end`` only ``message_update`` may occur (the
-  SPEC shows message pairs as adjacent except for streaming updates): anything else breaks R3.
+* Between a ``message_start`` and its ``message_end`` only ``message_update`` may occur (message
+  pairs are adjacent except for streaming updates): anything else breaks R3.
 * A turn's messages before its assistant message are injected messages (prompts, steering,
   follow-ups: any role). After the assistant message has ended the turn holds only tool events
   and the result messages of that message's calls (``R4.orphan_result`` otherwise).
@@ -82,7 +84,15 @@ from .config import AgentContext, AgentLoopConfig, LlmContext, StreamFn
 from .driver import run_agent_loop, run_agent_loop_continue
 from .events import AGENT_EVENT_ADAPTER
 from .machine import TransitionRecord
-from .messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from .messages import (
+    TEXT_LIMIT,
+    AgentMessage,
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    clip,
+)
 from .providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
 from .tools import AgentTool, ToolExecutionMode
 
@@ -100,6 +110,7 @@ __all__ = [
     "check_model_contexts",
     "check_run",
     "describe_event",
+    "describe_message",
     "faux_response",
     "faux_tool_call",
     "run_checked",
@@ -107,7 +118,7 @@ __all__ = [
 ]
 
 RULES: dict[str, str] = {
-    # SPEC §3.3 rule 1
+    # rule 1: start and end
     "R1.first": "agent_start is the first event",
     "R1.start_once": "agent_start occurs exactly once",
     "R1.turn_start_second": "turn_start is the second event",
@@ -153,7 +164,7 @@ RULES: dict[str, str] = {
     "R5.returned": "the messages returned by the run equal agent_end.messages",
     "R5.unanswered": "every call of a toolUse/stop/length message is answered in its turn",
     "R5.answered_failed": "calls of an error/aborted assistant message are never run or answered",
-    # transcript invariants stated elsewhere in the SPEC
+    # transcript invariants
     "T.source_order": "tool calls start, and their result messages follow, in source order",
     "T.result_mismatch": "a result message carries its tool_execution_end's result and is_error",
     "T.turn_end_results": "turn_end.tool_results is the turn's result messages in source order",
@@ -225,6 +236,19 @@ def _message_label(message: Any) -> str:
     return str(role)
 
 
+def describe_message(message: Any) -> str:
+    """One short line for a message of a transcript: ``str(message)`` for the library's messages
+    (``assistant: "Hi" [toolUse: read(path='a.txt')]``); for a custom message its role and its
+    ``repr()``, cut to 60 characters; for anything else, what it is."""
+    if isinstance(message, _LIBRARY_MESSAGES):
+        return str(message)
+    role = _role(message)
+    text = clip(repr(message), TEXT_LIMIT)
+    if isinstance(role, str):
+        return f"{role}: {text}"
+    return f"not a message: {type(message).__name__} {text}"
+
+
 def describe_event(event: Any) -> str:
     """A one-line summary of an agent event (used in violation messages)."""
     kind = getattr(event, "type", None)
@@ -288,15 +312,57 @@ class _Turn:
     mode: ToolExecutionMode | None = None  # the batch's checked execution mode
 
 
-@dataclass
+_SUMMARY_MESSAGES = 20
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+@dataclass(repr=False)
 class RunSummary:
-    """What a checked run looked like."""
+    """What a checked run looked like: the number of ``events`` and ``turns``, the messages it
+    ``created`` (in order, equal to ``agent_end.messages``), how it ended (``reason``, the
+    ``agent_end`` reason) and ``last_message`` (the assistant message of the last turn).
+
+    ``print(summary)`` shows the run, one line per created message (the first and last 10 of a
+    longer run)::
+
+        run: 29 events, 2 turns, ended completed
+          user: "Double 21."
+          assistant: "Doubling." [toolUse: double(n=21)]
+          toolResult call_1 double: "42"
+          assistant: "The answer is 42."
+
+    ``repr()`` is one bounded line: the counts, the reason and the last message.
+    """
 
     events: int
     turns: int
     created: list[AgentMessage]
     reason: str | None
     last_message: Any
+
+    def __str__(self) -> str:
+        ended = f"ended {self.reason}" if self.reason is not None else "no end reason"
+        lines = [f"run: {_count(self.events, 'event')}, {_count(self.turns, 'turn')}, {ended}"]
+        created = self.created
+        half = _SUMMARY_MESSAGES // 2
+        if len(created) > _SUMMARY_MESSAGES:
+            hidden = _count(len(created) - 2 * half, "more message")
+            shown = [*map(describe_message, created[:half]), f"… {hidden} …"]
+            shown += map(describe_message, created[-half:])
+        else:
+            shown = [describe_message(m) for m in created]
+        lines += [f"  {line}" for line in shown]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        last = "None" if self.last_message is None else f"<{describe_message(self.last_message)}>"
+        return (
+            f"RunSummary(events={self.events}, turns={self.turns}, reason={self.reason!r}, "
+            f"created=<{_count(len(self.created), 'message')}>, last_message={last})"
+        )
 
 
 class GrammarChecker:
@@ -380,6 +446,7 @@ class GrammarChecker:
         handler(self, event)
 
     def feed_all(self, events: Iterable[Any]) -> None:
+        """Check each of ``events`` in turn (see :meth:`feed`)."""
         for event in events:
             self.feed(event)
 
@@ -790,13 +857,16 @@ class EventRecorder:
         self.transitions: list[TransitionRecord] = []
 
     def __call__(self, event: Any, signal: AbortSignal | None = None) -> None:
+        """Record ``event`` (the ``signal`` an ``Agent`` passes is ignored)."""
         self.events.append(event)
 
     def clear(self) -> None:
+        """Forget the recorded events and transitions (before the next run)."""
         self.events.clear()
         self.transitions.clear()
 
     def on_transition(self, record: TransitionRecord) -> None:
+        """Record one of the machine's transitions: pass it as ``on_transition``."""
         self.transitions.append(record)
 
     def types(self) -> list[str]:
@@ -830,14 +900,27 @@ def sequential_tool_names(tools: Iterable[AgentTool]) -> frozenset[str]:
     return frozenset(name for name, mode in modes.items() if mode == "sequential")
 
 
-@dataclass
+@dataclass(repr=False)
 class CheckedRun:
-    """A run that passed :func:`check_run`."""
+    """A run that passed :func:`check_run`: the ``messages`` it returned, every event and
+    machine transition it went through, and its :class:`RunSummary`. ``print(run)`` prints the
+    summary; ``repr()`` is one bounded line."""
 
     messages: list[AgentMessage]
     events: list[Any]
     transitions: list[TransitionRecord]
     summary: RunSummary
+
+    def __str__(self) -> str:
+        return str(self.summary)
+
+    def __repr__(self) -> str:
+        return (
+            f"CheckedRun(messages=<{_count(len(self.messages), 'message')}>, "
+            f"events=<{_count(len(self.events), 'event')}>, "
+            f"transitions=<{_count(len(self.transitions), 'transition')}>, "
+            f"summary={self.summary!r})"
+        )
 
 
 async def run_checked(

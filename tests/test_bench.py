@@ -1,8 +1,11 @@
-"""``agentcore-fsm bench`` works, and checks what it measures. No timing is asserted here."""
+"""``agentcore-fsm bench`` works, and checks what it measures. No timing is asserted here: the
+tests check the output's shape (every row, its unit, its target, a verdict that agrees with the
+printed figures), never a speed."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,10 +32,25 @@ from agentcore_fsm.bench import (
     workload_w2,
 )
 
-TINY = ["--iterations", "3", "--warmup", "1", "--concurrent", "4", "--repeats", "1"]
+TINY = [
+    "--iterations",
+    "3",
+    "--warmup",
+    "1",
+    "--concurrent",
+    "4",
+    "--repeats",
+    "1",
+    "--import-runs",
+    "0",
+]
 ROW = re.compile(
     r"^(?P<label>.+?)\s+(?P<ours>\d+\.\d)\s+(?P<minimal>\d+\.\d)\s+(?P<unit>\S+)\s+"
     r"(?P<ratio>\d+\.\d\d)x\s+<= (?P<target>\d+(\.\d+)?)x\s+(?P<verdict>ok|MISSED)$"
+)
+IMPORT_ROW = re.compile(
+    r"^import agentcore_fsm \(fresh process\)\s+(?P<ours>\d+\.\d{3})\s+"
+    r"(?P<minimal>\d+\.\d{3})\s+s\s+-\s+<= 0\.25 s\s+(?P<verdict>ok|MISSED)$"
 )
 
 
@@ -62,7 +80,7 @@ def test_bench_prints_every_row_with_its_ratio(
         "memory per W2 run (x4)",
     ], out
     targets = [float(r["target"]) for r in rows.values()]
-    assert targets == [6.0, 4.0, 4.0, 4.0]
+    assert targets == [5.0, 4.0, 4.0, 3.0]
     assert [r["unit"] for r in rows.values()] == ["µs/run"] * 3 + ["KiB/run"]
     for row in rows.values():
         ours, minimal, ratio = float(row["ours"]), float(row["minimal"]), float(row["ratio"])
@@ -71,17 +89,97 @@ def test_bench_prints_every_row_with_its_ratio(
         assert ours / minimal == pytest.approx(ratio, rel=0.05, abs=0.02)
         assert row["verdict"] == ("ok" if ratio <= float(row["target"]) else "MISSED")
     assert "every run was checked" in out
+    assert "import agentcore_fsm" not in out  # --import-runs 0
+
+
+def test_bench_reports_the_import_time(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["bench", *TINY[:-1], "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = out.splitlines()
+    rows = [line for line in lines if IMPORT_ROW.match(line)]
+    assert len(rows) == 1, out
+    match = IMPORT_ROW.match(rows[0])
+    assert match is not None
+    ours, bare = float(match["ours"]), float(match["minimal"])
+    assert ours > 0 and bare > 0
+    assert match["verdict"] == ("ok" if ours <= 0.25 else "MISSED")
+    # the last row of the table, after the four loop rows
+    assert list(_rows(out)) == [
+        "W1 (1 turn, 50 deltas, 0 tools)",
+        "W2 (3 turns, 40 deltas, 8 tools)",
+        "W2 x4 concurrent",
+        "memory per W2 run (x4)",
+    ]
+    assert lines.index(rows[0]) == max(lines.index(line) for line in lines if ROW.match(line)) + 1
+    assert lines[-1] == (
+        "import: median wall time of 2 fresh processes each (bytecode cached); "
+        "minimal = 'python -c pass'; the target bounds ours."
+    )
+
+
+def test_measure_import_times_fresh_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    codes: list[tuple[str, str | None, str | None]] = []
+    real = bench_module._process_seconds
+
+    def spy(code: str, env: dict[str, str]) -> float:
+        codes.append((code, env.get("PYTHONPYCACHEPREFIX"), env.get("PYTHONDONTWRITEBYTECODE")))
+        return real(code, env)
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setattr(bench_module, "_process_seconds", spy)
+    ours, bare = bench_module.measure_import(2)
+    assert ours > 0 and bare > 0
+    # one untimed run of each, then the two alternate
+    assert [c for c, _, _ in codes] == ["import agentcore_fsm", "pass"] * 3
+    caches = {cache for _, cache, _ in codes}
+    assert len(caches) == 1 and None not in caches  # one bytecode cache for all of them
+    assert {dont for _, _, dont in codes} == {None}
+    (cache,) = caches
+    assert cache is not None and not Path(cache).exists()  # removed afterwards
+
+
+def test_bench_stops_when_the_import_fails(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(bench_module, "IMPORT_CODE", "import sys; sys.exit('no such package')")
+    code = cli.main(["bench", *TINY[:-1], "1"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.out == ""
+    assert captured.err == (
+        "agentcore-fsm bench: python -c \"import sys; sys.exit('no such package')\" failed "
+        "(exit status 1): no such package\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("row", "met"),
+    [
+        (bench_module.Row("a", 5.0, 1.0, "µs/run", 5.0), True),
+        (bench_module.Row("a", 5.1, 1.0, "µs/run", 5.0), False),
+        (bench_module.Row("i", 0.25, 0.02, "s", 0.25, absolute=True), True),
+        (bench_module.Row("i", 0.26, 0.2, "s", 0.25, absolute=True), False),
+        (bench_module.Row("n", 9.0, 1.0, "s", None), True),
+    ],
+)
+def test_a_row_meets_its_target(row: bench_module.Row, met: bool) -> None:
+    assert row.met is met
 
 
 def test_bench_sizes_are_options(capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["bench", *TINY[:4], "--concurrent", "3", "--repeats", "2", "--deltas", "7"])
+    sizes = ["--concurrent", "3", "--repeats", "2", "--deltas", "7", "--import-runs", "0"]
+    code = cli.main(["bench", *TINY[:4], *sizes])
     out = capsys.readouterr().out
     assert code == 0, out
     assert next(iter(_rows(out))) == "W1 (1 turn, 7 deltas, 0 tools)"
     assert "W2 x3 concurrent" in _rows(out)
 
 
-@pytest.mark.parametrize("bad", [["--iterations", "0"], ["--concurrent", "0"], ["--warmup", "-1"]])
+@pytest.mark.parametrize(
+    "bad",
+    [["--iterations", "0"], ["--concurrent", "0"], ["--warmup", "-1"], ["--import-runs", "-1"]],
+)
 def test_bench_rejects_bad_sizes(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         cli.main(["bench", *bad])

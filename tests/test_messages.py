@@ -1,8 +1,11 @@
-"""The data model (SPEC §1, §2, §3 events): defaults, camelCase wire form, JSON round trips."""
+"""The data model (messages, stream and agent events): defaults, camelCase wire form, JSON round
+trips, and validators built on first use."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from typing import Any, Literal
 
@@ -458,4 +461,51 @@ def test_a_recorded_run_round_trips_event_by_event() -> None:
         "tool_execution_start",
         "tool_execution_update",
         "tool_execution_end",
+    }
+
+
+FIRST_USE = """
+import json
+from pydantic import ValidationError
+from agentcore_fsm import AGENT_EVENT_ADAPTER, AssistantMessage, TextContent, UserMessage
+from agentcore_fsm.messages import MESSAGE_ADAPTER
+
+def built():
+    return [
+        UserMessage.__pydantic_complete__,
+        AssistantMessage.__pydantic_complete__,
+        MESSAGE_ADAPTER.pydantic_complete,
+        AGENT_EVENT_ADAPTER.pydantic_complete,
+    ]
+
+report = {"after_import": built()}
+try:
+    AssistantMessage(content=[{"type": "nope"}])
+except ValidationError as exc:
+    report["first_error"] = exc.errors()[0]["type"]
+report["message"] = MESSAGE_ADAPTER.validate_python({"role": "user", "content": "hi"}).content
+event = AGENT_EVENT_ADAPTER.validate_python({"type": "turn_end", "message": {"role": "user",
+    "content": "x"}, "toolResults": []})
+report["event"] = type(event.message).__name__
+report["dump"] = AssistantMessage(content=[TextContent(text="a")]).model_dump(by_alias=True)[
+    "stopReason"]
+report["after_use"] = built()
+print(json.dumps(report))
+"""
+
+
+def test_validators_are_built_on_first_use_and_validate_from_the_start() -> None:
+    """Importing builds no validator (that is import time); the first use builds it and
+    validates exactly as an eagerly built one would. A fresh interpreter: this one has used
+    every model already."""
+    proc = subprocess.run([sys.executable, "-c", FIRST_USE], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report == {
+        "after_import": [False, False, False, False],
+        "first_error": "union_tag_invalid",
+        "message": "hi",
+        "event": "UserMessage",
+        "dump": "stop",
+        "after_use": [False, True, True, True],
     }

@@ -1,11 +1,11 @@
 """What the OpenAI and Anthropic stream functions share.
 
 * :class:`StreamBuilder` owns the partial :class:`AssistantMessage` that a stream function updates
-  in place, and makes the stream events (SPEC §2) as blocks open, grow and close.
+  in place, and makes the stream events as blocks open, grow and close.
 * :func:`parse_tool_arguments` turns the streamed argument text of a tool call into a dict, and
   decides what malformed JSON becomes (see its docstring).
-* :func:`prepare_transcript` makes a transcript safe to send: what SPEC §3.1 item 6 says about
-  failed assistant messages, and no unanswered or orphaned tool calls.
+* :func:`prepare_transcript` makes a transcript safe to send: failed assistant messages keep
+  only their text, and no tool call is left unanswered or answered twice.
 * :class:`SdkProvider` is the skeleton of a stream function on an official SDK: it opens the
   request, feeds each chunk to a per-call translator, turns every failure into one ``error``
   event, honours the abort signal by cancelling the HTTP stream, and always closes what it opened.
@@ -188,8 +188,8 @@ def prepare_transcript(messages: list[Message]) -> list[Message]:
     plain dicts in the wire form are accepted and validated).
 
     * An assistant message whose ``stop_reason`` is "error" or "aborted" keeps only its
-      non-empty text: its tool calls were never run (SPEC §3.1 item 6) and its thinking may be
-      cut short. Left with nothing, it is left out.
+      non-empty text: its tool calls were never run (the loop does not run the calls of a
+      failed message) and its thinking may be cut short. Left with nothing, it is left out.
     * A tool result that answers no tool call of the assistant message before it is left out
       (the APIs reject it).
     * A tool call that got no result before the next user or assistant message gets a synthetic
@@ -251,6 +251,7 @@ def safe_tool_id(call_id: str, limit: int = 64) -> str:
 
 
 def text_of(blocks: list[Any]) -> str:
+    """The non-empty text blocks of ``blocks``, one per line (other blocks are skipped)."""
     return "\n".join(b.text for b in blocks if isinstance(b, TextContent) and b.text)
 
 
@@ -274,18 +275,22 @@ class StreamBuilder:
 
     @property
     def content(self) -> list[Any]:
+        """The partial message's content blocks (the same list, changed in place)."""
         return self.partial.content
 
     def start(self) -> StreamStart:
+        """The ``start`` event: yield it before any block opens."""
         return StreamStart(partial=self.partial)
 
     def open_text(self) -> TextStart:
+        """Append an empty text block and return its ``text_start`` event."""
         index = len(self.content)
         self.content.append(TextContent(text=""))
         self.open_index = index
         return TextStart(content_index=index, partial=self.partial)
 
     def open_thinking(self, signature: str | None = None, redacted: bool = False) -> ThinkingStart:
+        """Append an empty thinking block and return its ``thinking_start`` event."""
         index = len(self.content)
         self.content.append(
             ThinkingContent(thinking="", thinking_signature=signature, redacted=redacted)
@@ -294,6 +299,7 @@ class StreamBuilder:
         return ThinkingStart(content_index=index, partial=self.partial)
 
     def open_tool_call(self, call_id: str, name: str) -> ToolCallStart:
+        """Append a tool call without arguments yet and return its ``toolcall_start`` event."""
         index = len(self.content)
         self.content.append(ToolCall(id=call_id, name=name, arguments={}))
         self.raw_arguments[index] = ""
@@ -301,20 +307,26 @@ class StreamBuilder:
         return ToolCallStart(content_index=index, partial=self.partial)
 
     def text_delta(self, index: int, delta: str) -> TextDelta:
+        """Append ``delta`` to the text block at ``index``; return the ``text_delta`` event."""
         block = self.content[index]
         block.text += delta
         return TextDelta(content_index=index, delta=delta, partial=self.partial)
 
     def thinking_delta(self, index: int, delta: str) -> ThinkingDelta:
+        """Append ``delta`` to the thinking block at ``index``; return its event."""
         block = self.content[index]
         block.thinking += delta
         return ThinkingDelta(content_index=index, delta=delta, partial=self.partial)
 
     def tool_call_delta(self, index: int, delta: str) -> ToolCallDelta:
+        """Add ``delta`` to the argument text of the call at ``index`` (parsed when it
+        closes); return the ``toolcall_delta`` event."""
         self.raw_arguments[index] += delta
         return ToolCallDelta(content_index=index, delta=delta, partial=self.partial)
 
     def close(self, index: int) -> TextEnd | ThinkingEnd | ToolCallEnd:
+        """End the block at ``index`` (a tool call gets its parsed arguments); return its
+        ``*_end`` event."""
         if self.open_index == index:
             self.open_index = None
         block = self.content[index]
@@ -326,22 +338,26 @@ class StreamBuilder:
         return ToolCallEnd(content_index=index, tool_call=block, partial=self.partial)
 
     def close_open(self) -> list[Any]:
+        """The end event of the open block, if one is open (a list of zero or one events)."""
         if self.open_index is None:
             return []
         return [self.close(self.open_index)]
 
     def done(self, stop_reason: Literal["stop", "length", "toolUse"]) -> StreamDone:
+        """Finish the message with ``stop_reason`` and its cost; return the ``done`` event."""
         set_cost(self.model, self.partial.usage)
         self.partial.stop_reason = stop_reason
         return StreamDone(reason=stop_reason, message=self.partial)
 
     def failed(self, message: str) -> StreamError:
+        """Finish the message as an error with ``message``; return the ``error`` event."""
         set_cost(self.model, self.partial.usage)
         self.partial.stop_reason = "error"
         self.partial.error_message = message
         return StreamError(reason="error", error=self.partial)
 
     def aborted(self) -> StreamError:
+        """Finish the message as aborted; return the ``error`` event (reason "aborted")."""
         set_cost(self.model, self.partial.usage)
         self.partial.stop_reason = "aborted"
         self.partial.error_message = ABORTED_MESSAGE
@@ -362,6 +378,7 @@ class AbortWatch:
 
     @property
     def aborted(self) -> bool:
+        """Whether the signal has fired."""
         return self.signal is not None and self.signal.aborted
 
     def _fire(self) -> None:
@@ -370,6 +387,7 @@ class AbortWatch:
 
     @contextmanager
     def scope(self) -> Iterator[anyio.CancelScope]:
+        """A cancel scope around one await, cancelled if the signal fires (or has fired)."""
         with anyio.CancelScope() as scope:
             self._scope = scope
             if self.aborted:
@@ -380,6 +398,7 @@ class AbortWatch:
                 self._scope = None
 
     def close(self) -> None:
+        """Stop watching the signal (remove the callback); safe to call twice."""
         if self._remove is not None:
             self._remove()
             self._remove = None
@@ -422,6 +441,8 @@ class SdkProvider(ABC):
     def __call__(
         self, model: Model, context: LlmContext, options: StreamOptions
     ) -> AsyncIterator[Any]:
+        """Call ``model`` with ``context``: an async iterator of stream events that ends with
+        one ``done`` or ``error`` event (failures never raise out of it)."""
         return self._run(model, context, options)
 
     @abstractmethod

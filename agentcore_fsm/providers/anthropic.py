@@ -1,4 +1,4 @@
-"""Anthropic Messages as a stream function (SPEC §2).
+"""Anthropic Messages as a stream function.
 
 Needs the ``anthropic`` package: ``pip install 'agentcore-fsm[anthropic]'``. Importing this
 module never needs it; making a provider (or calling :func:`stream_anthropic`) without it raises
@@ -25,7 +25,7 @@ What is sent
     and results, so transcripts from other providers still pair up. Empty
     text blocks are left out (the API rejects them). The transcript is first made safe by
     :func:`~agentcore_fsm.providers._common.prepare_transcript` (failed assistant messages lose
-    their tool calls, SPEC §3.1 item 6). Tools carry ``AgentTool.json_schema()`` as
+    their tool calls). Tools carry ``AgentTool.json_schema()`` as
     ``input_schema``. With ``cache=True`` (the default) the system prompt and the last user
     message are marked ``cache_control: ephemeral``, so an agent's growing transcript is read
     from the prompt cache on each turn.
@@ -415,6 +415,8 @@ class AnthropicProvider(SdkProvider):
     def build_payload(
         self, model: Model, context: LlmContext, options: StreamOptions
     ) -> dict[str, Any]:
+        """The Messages request body for this call (``options.on_payload`` sees it, and may
+        replace it, before it is sent)."""
         max_tokens, thinking, output_config = thinking_settings(model, options, self.thinking_mode)
         payload: dict[str, Any] = {
             "model": model.id,

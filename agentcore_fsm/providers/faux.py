@@ -107,7 +107,12 @@ def faux_response(
 
 
 class FauxProvider:
-    """A stream function playing back a script (see the module docstring)."""
+    """A stream function playing back a script (see the module docstring).
+
+    ``responses`` are played one per model call; ``chunk_size`` is the length of each streamed
+    delta; ``delay`` (seconds) sleeps before every chunk; ``send_start=False`` leaves the
+    ``start`` event out (to test a stream function that forgets it). :attr:`calls` keeps the
+    context of every call."""
 
     def __init__(
         self,
@@ -125,11 +130,13 @@ class FauxProvider:
         """The context of every call, in order (what the model was sent)."""
 
     def queue(self, *responses: FauxItem) -> None:
+        """Add ``responses`` to the end of the script."""
         self.responses.extend(responses)
 
     def __call__(
         self, model: Model, context: LlmContext, options: StreamOptions
     ) -> AsyncIterator[Any]:
+        """Play the next scripted response as a stream (an error when none is left)."""
         self.calls.append(context)
         item: Any = self.responses.popleft() if self.responses else FauxError(EXHAUSTED)
         if callable(item) and not isinstance(item, (AssistantMessage, FauxError)):

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions (and every server that speaks it) as a stream function (SPEC §2).
+"""OpenAI Chat Completions (and every server that speaks it) as a stream function.
 
 Works with OpenAI and with OpenAI-compatible servers: vLLM, Ollama, llama.cpp's server,
 LM Studio, OpenRouter, ... Needs the ``openai`` package: ``pip install 'agentcore-fsm[openai]'``.
@@ -21,8 +21,8 @@ What is sent
     tool results as ``tool`` messages (text only, which is all the API takes there — their
     images follow in one ``user`` message). The transcript is first made safe by
     :func:`~agentcore_fsm.providers._common.prepare_transcript` (failed assistant messages lose
-    their tool calls, SPEC §3.1 item 6). Tools are ``function`` tools with
-    ``AgentTool.json_schema()`` as parameters. ``stream_options.include_usage`` is on.
+    their tool calls). Tools are ``function`` tools with ``AgentTool.json_schema()`` as
+    parameters. ``stream_options.include_usage`` is on.
     ``options.reasoning`` becomes ``reasoning_effort`` (same level names) for a model with
     ``reasoning=True``; ``options.max_tokens`` becomes ``max_completion_tokens`` for the
     "openai" provider and ``max_tokens`` for other servers (override with ``max_tokens_field``).
@@ -328,6 +328,8 @@ class OpenAIProvider(SdkProvider):
     def build_payload(
         self, model: Model, context: LlmContext, options: StreamOptions
     ) -> dict[str, Any]:
+        """The Chat Completions request body for this call (``options.on_payload`` sees it,
+        and may replace it, before it is sent)."""
         payload: dict[str, Any] = {
             "model": model.id,
             "messages": convert_messages(model, context),
