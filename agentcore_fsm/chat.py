@@ -13,6 +13,12 @@ between prompts (``/reset`` clears it). **Ctrl-C aborts the reply in progress**,
 program; at the prompt, Ctrl-C, Ctrl-D or ``/exit`` ends the session. Reading from a pipe
 works too (no prompt is printed then), which is how the tests drive it.
 
+When a reply fails, the error text is printed where it happened (``[error] HTTP 429 ...``), and
+an aborted reply says ``[aborted]`` (with the reason, when there is more to say than that it
+was aborted). A run that ends in an error or an abort without a failed reply to show it (an
+abort while tools run) says so when it ends: ``[aborted] add: Operation aborted``. A tool
+result that is an error is printed as ``[error] ...`` as it arrives.
+
 The model has two safe built-in tools (``--no-tools`` leaves them out):
 
 * ``current_time`` — the current date and time, in UTC or an IANA time zone;
@@ -51,6 +57,7 @@ from .calculator import calculator_tool
 from .config import AgentContext, AgentLoopConfig, StreamFn
 from .driver import run_agent_loop
 from .messages import AssistantMessage, Model, TextContent, UserMessage
+from .providers._common import ABORTED_MESSAGE
 from .providers.models import (
     ANTHROPIC_API,
     ANTHROPIC_BASE_URL,
@@ -58,6 +65,7 @@ from .providers.models import (
     get_model,
     openai_compatible_model,
 )
+from .recorder import run_error
 from .tools import AgentTool, AgentToolResult
 
 __all__ = ["builtin_tools", "main"]
@@ -121,6 +129,7 @@ class Printer:
         self.color = color
         self.line_open = False  # the last write did not end a line
         self.thinking_label = False
+        self.ending_shown = False  # this run's failed or aborted reply was printed
 
     def dim(self, text: str) -> str:
         return f"\x1b[2m{text}\x1b[0m" if self.color else text
@@ -137,7 +146,9 @@ class Printer:
 
     def __call__(self, event: Any) -> None:
         kind = event.type
-        if kind == "message_update":
+        if kind == "agent_start":
+            self.ending_shown = False
+        elif kind == "message_update":
             inner = event.assistant_message_event
             inner_kind = inner.type
             if inner_kind == "text_delta":
@@ -159,9 +170,17 @@ class Printer:
         elif kind == "message_end" and isinstance(event.message, AssistantMessage):
             message = event.message
             if message.stop_reason == "aborted":
-                self.line("[aborted]")
+                reason = message.error_message
+                shown = reason if reason and reason != ABORTED_MESSAGE else None
+                self.line("[aborted]" + (f" {shown}" if shown else ""))
+                self.ending_shown = True
             elif message.stop_reason == "error":
-                self.line(f"[error] {message.error_message}")
+                self.line(f"[error] {message.error_message or '(no error message)'}")
+                self.ending_shown = True
+        elif kind == "agent_end" and event.reason in ("error", "aborted"):
+            if not self.ending_shown:
+                self.line(f"[{event.reason}] {run_error(event.messages, event.reason)}")
+            self.ending_shown = True
 
     def usage(self, messages: list[Any]) -> None:
         replies = [m for m in messages if isinstance(m, AssistantMessage)]

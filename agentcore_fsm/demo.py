@@ -8,8 +8,10 @@ final answer was computed by the tools during the run:
 
 1. it lists the workspace (``list_files``, a plain function: it runs in a worker thread);
 2. it reads every invoice the listing showed, with parallel ``read_file`` calls;
-3. while those run, the user sends a steering message (asking for VAT to be added), which the
-   loop injects before the next model call (``get_steering_messages``);
+3. while those run (from inside the first ``read_file`` call to start, so the claim is literally
+   true), the user sends a steering message asking for VAT to be added; the transcript says so
+   at that moment, and the loop injects it before the next model call
+   (``get_steering_messages``);
 4. it adds the totals up with the ``calculator`` tool (two parallel calls: the sum, and the sum
    with VAT); the calculator (:mod:`agentcore_fsm.calculator`, shared with ``agentcore-fsm
    chat``) parses arithmetic with :mod:`ast` and computes with :class:`~decimal.Decimal` - no
@@ -18,16 +20,21 @@ final answer was computed by the tools during the run:
 
 The transcript shows the streamed text as it arrives, every tool call and result, the steering
 message, and every transition of the loop's state machine (``[fsm] source -(trigger)-> dest``).
-At the end the run's diagram (Mermaid, from the declaration and the transitions taken) is written
-to a file whose path is printed: ``--out PATH``, or by default ``run.mmd`` in a new directory
-made with :func:`tempfile.mkdtemp` (never overwritten, never inside the current directory).
-``--out`` must name a ``.mmd`` or ``.mermaid`` file in an existing directory (none is created;
-an SVG goes next to it, with the suffix ``.svg``, when Graphviz is installed); ``--delay`` must
-be a finite number of seconds, 0 or more. Both are checked before the session starts: a bad
-value is a one-line error and exit status 2. The workspace itself is removed when the demo ends.
+At the end the run's diagram (Mermaid, from the declaration and the transitions taken: the path
+thick, with counts) is written to a file whose path is printed: ``--out PATH``, or by default
+``run.mmd`` in a new directory made with :func:`tempfile.mkdtemp` (never overwritten, never
+inside the current directory). Next to it go the run's steps in order, as a Markdown table
+(``run-steps.md`` for ``run.mmd``), and, when Graphviz is installed, an SVG (``run.svg``).
+``--out`` must name a ``.mmd`` or ``.mermaid`` file in an existing directory (none is created);
+``--delay`` must be a finite number of seconds, 0 or more. Both are checked before the session
+starts: a bad value is a one-line error and exit status 2. The workspace itself is removed when
+the demo ends.
 
-When the run ends in an error or an abort, the transcript shows the error text where it
-happened, and the command repeats it on standard error and exits with status 1.
+The last lines say how the run ended (``outcome: completed``). When it ended in an error or an
+abort, the transcript shows the error text where it happened, the outcome line and the run
+diagram (in the state where it happened) carry it too, the command repeats it on standard error
+and exits with status 1. Tool errors are shown as they happen, and a run that completed despite
+them says so in its outcome line and diagram.
 
 The output is plain ASCII, so it reads the same in any terminal or log.
 """
@@ -53,7 +60,15 @@ from .calculator import calculator_tool
 from .config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
 from .declaration import Declaration, load_declaration
 from .diagram_cli import output_file_problem
-from .diagrams import GraphvizError, find_dot, render_dot, run_view, to_dot, to_mermaid
+from .diagrams import (
+    GraphvizError,
+    find_dot,
+    render_dot,
+    run_view,
+    steps_markdown,
+    to_dot,
+    to_mermaid,
+)
 from .driver import run_agent_loop
 from .machine import TransitionRecord
 from .messages import (
@@ -66,6 +81,7 @@ from .messages import (
     UserMessage,
 )
 from .providers.faux import FauxProvider, faux_response
+from .recorder import run_error, tool_errors
 from .tools import AgentTool, AgentToolResult
 
 __all__ = ["main"]
@@ -245,6 +261,9 @@ class Transcript:
     event its declared emit actions produce, or, for one that emits nothing, when the driver
     performs the next effect (a poll, a model call, a tool: :meth:`flush`). Tools may start in
     worker threads, hence the lock.
+
+    The steering message is sent by :meth:`steer`, which the first ``read_file`` call to start
+    runs inside its execution: the line that says so is printed while the reads are running.
     """
 
     def __init__(self, out: TextIO, steering: list[AgentMessage], decl: Declaration) -> None:
@@ -252,7 +271,6 @@ class Transcript:
         self.out = out
         self.steering = steering
         self.at_line_start = True
-        self.reads_pending = 0
         self.steered = False
         self.turns = 0
         self.pending: list[TransitionRecord] = []
@@ -278,6 +296,17 @@ class Transcript:
         if not self.at_line_start:
             self.write("\n")
         self.write(text + "\n")
+
+    def steer(self) -> None:
+        """The user sends the steering message (once): called from inside a running tool, so
+        it is sent, and said, while the tools run; the loop injects it before the next model
+        call."""
+        with self.lock:
+            if self.steered:
+                return
+            self.steered = True
+            self.steering.append(UserMessage(content=STEERING))
+        self.line("    (while the reads run, the user sends a steering message)")
 
     def transition(self, record: TransitionRecord) -> None:
         self.pending.append(record)
@@ -324,8 +353,6 @@ class Transcript:
         elif kind == "tool_execution_start":
             args = ", ".join(f"{k}={v!r}" for k, v in (event.args or {}).items())
             self.line(f"    tool  {event.tool_name}({args})")
-            if event.tool_name == "read_file":
-                self.reads_pending += 1
         elif kind == "tool_execution_end":
             text = "".join(b.text for b in event.result.content if isinstance(b, TextContent))
             shown = text.strip().splitlines() or [""]
@@ -333,20 +360,14 @@ class Transcript:
             self.line(f"    {status:<5} {event.tool_name} -> {shown[0]}")
             for extra in shown[1:4]:
                 self.line(f"          {' ' * len(event.tool_name)}    {extra}")
-            if event.tool_name == "read_file":
-                self.reads_pending -= 1
-                if self.reads_pending == 0 and not self.steered:
-                    # the user types while the tools run: the loop injects it before the next call
-                    self.steered = True
-                    self.line("    (meanwhile the user sends a steering message)")
-                    self.steering.append(UserMessage(content=STEERING))
         elif kind == "agent_end":
             self.end_reason = event.reason
             self.line(f"agent_end: reason={event.reason}, {len(event.messages)} new messages")
 
 
 def _flushing(tool: AgentTool, flush: Callable[[], None]) -> AgentTool:
-    """``tool`` with ``flush()`` called as its execution starts (sync stays sync)."""
+    """``tool`` with ``flush()`` called as its execution starts (sync stays sync); ``flush``
+    may do more (the demo's sends the steering message from inside ``read_file``)."""
     execute: Any = tool.execute
     if inspect.iscoroutinefunction(execute):
 
@@ -393,8 +414,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--out",
         metavar="FILE.mmd",
         help="write the run diagram (Mermaid) to this .mmd or .mermaid file; its directory "
-        "must exist (an SVG goes next to it when Graphviz is installed). Default: run.mmd in "
-        "a new temporary directory",
+        "must exist (the steps go next to it as NAME-steps.md, and an SVG when Graphviz is "
+        "installed). Default: run.mmd in a new temporary directory",
     )
     p.add_argument(
         "--delay",
@@ -416,20 +437,15 @@ def _out_problem(out: str) -> str | None:
     return problem
 
 
-def _failure(messages: list[Any], end_reason: str | None) -> str | None:
-    """The error text of a run that ended in an error or an abort (None when it did not)."""
-    final = messages[-1] if messages else None
-    error = getattr(final, "error_message", None)
-    if end_reason not in ("error", "aborted") and not error:
-        return None
-    return error or f"the run ended with reason {end_reason!r}"
-
-
 async def run_demo(
-    workspace: Path, out: TextIO, delay: float
+    workspace: Path,
+    out: TextIO,
+    delay: float,
+    script: list[Any] | None = None,
 ) -> tuple[list[Any], list[TransitionRecord], str | None]:
     """Run the session in ``workspace``; return the new messages, the transition records and
-    the ``agent_end`` reason."""
+    the ``agent_end`` reason. ``script``: the model's responses (default
+    :func:`scripted_model`; the tests pass others, e.g. one that fails)."""
     steering: list[AgentMessage] = []
     transcript = Transcript(out, steering, load_declaration("agent_loop"))
     records: list[TransitionRecord] = []
@@ -444,13 +460,20 @@ async def run_demo(
         steering.clear()
         return drained
 
-    tools = [_flushing(t, transcript.flush) for t in (*file_tools(workspace), calculator_tool())]
+    def before_read() -> None:
+        transcript.flush()
+        transcript.steer()
+
+    tools = [
+        _flushing(t, before_read if t.name == "read_file" else transcript.flush)
+        for t in (*file_tools(workspace), calculator_tool())
+    ]
     context = AgentContext(system_prompt="You are a careful bookkeeping assistant.", tools=tools)
     config = AgentLoopConfig(
         model=Model(id="faux-demo", provider="faux", api="faux"),
         get_steering_messages=get_steering_messages,
     )
-    faux = FauxProvider(scripted_model(), chunk_size=6, delay=delay)
+    faux = FauxProvider(scripted_model() if script is None else script, chunk_size=6, delay=delay)
 
     def stream_fn(model: Model, llm_context: LlmContext, options: StreamOptions) -> Any:
         transcript.flush()
@@ -495,13 +518,21 @@ def main(argv: list[str]) -> int:
         target = Path(args.out)
     else:
         target = Path(tempfile.mkdtemp(prefix="agentcore-fsm-demo-")) / "run.mmd"
-    failure = _failure(messages, end_reason)
-    ok = failure is None and isinstance(final, AssistantMessage) and final.stop_reason == "stop"
+    failure = run_error(messages, end_reason)
+    answered = isinstance(final, AssistantMessage) and final.stop_reason == "stop"
+    ok = failure is None and end_reason == "completed" and answered
+    if not ok and failure is None:
+        failure = f"the run ended with reason {end_reason!r} and no answer"
     outcome = "completed" if ok else ("aborted" if end_reason == "aborted" else "error")
-    view = run_view(decl, records, outcome=outcome)
+    failed_tools = tool_errors(messages)
+    view = run_view(
+        decl, records, outcome=outcome, label="demo run", error=failure, tool_errors=failed_tools
+    )
+    steps = target.with_name(target.stem + "-steps.md")
     svg: Path | None = None
     try:
         target.write_text(to_mermaid(decl, view), encoding="utf-8")
+        steps.write_text(steps_markdown(decl, view), encoding="utf-8")
         if find_dot() is not None:  # an SVG too, when Graphviz is installed
             svg = target.with_suffix(".svg")
             svg.write_bytes(render_dot(to_dot(decl, view), "svg"))
@@ -513,7 +544,15 @@ def main(argv: list[str]) -> int:
         f"{len(records)} transitions, {tools} tool results, "
         f"final state: {records[-1].dest if records else decl.initial}"
     )
+    if failure is not None:
+        print(f"outcome: {outcome}: {failure}")
+    elif failed_tools:
+        listed = "; ".join(failed_tools)
+        print(f"outcome: {outcome} despite {len(failed_tools)} tool error(s): {listed}")
+    else:
+        print(f"outcome: {outcome}")
     print(f"run diagram (Mermaid): {target}")
+    print(f"run steps (Markdown): {steps}")
     if svg is not None:
         print(f"run diagram (SVG): {svg}")
     if failure is not None:

@@ -4,10 +4,19 @@
 
     agentcore-fsm diagram [--machine loop|agent] [--format mermaid|dot|svg|png] [--out FILE]
     agentcore-fsm diagram --run RUN.jsonl [--format ...] [--out FILE]
+    agentcore-fsm diagram --run RUN.jsonl --steps [--format markdown|mermaid] [--out FILE]
     agentcore-fsm diagram --regenerate [--check]        # keeps diagrams/ in step (make diagrams)
 
+A run is drawn on its machine (Mermaid: a flowchart whose taken arrows are thick, with counts,
+the others faded, and the arrow where it failed red; the error text is inside the state where it
+happened). ``--steps`` lists the run's steps in order instead: a Markdown table by default
+(trigger, from → to, the guards that held, the transitions passed over, the emit actions and the
+events recorded after each step), or with ``--format mermaid`` a sequence diagram with the same
+numbers (see :func:`~agentcore_fsm.diagrams.steps_markdown`).
+
 With ``--out`` and no ``--format``, the suffix decides the format (``.mmd``/``.mermaid``,
-``.dot``/``.gv``, ``.svg``, ``.png``; no suffix: Mermaid), and any other suffix is refused; with
+``.dot``/``.gv``, ``.svg``, ``.png``; no suffix: Mermaid; with ``--steps``: ``.md``/``.markdown``,
+``.mmd``/``.mermaid``, no suffix: Markdown), and any other suffix is refused; with
 ``--format``, a suffix of another format is refused (``.txt`` goes for the text formats). The
 file's directory must exist. ``--regenerate --dir DIR`` creates ``DIR`` when missing, but not
 its parent. A bad argument is a one-line error and exit status 2; a failure while rendering (a
@@ -29,9 +38,12 @@ from .diagram_files import default_directory, default_embedded, ordered_names, r
 from .diagrams import (
     FORMATS,
     MACHINE_ALIASES,
+    STEPS_FORMATS,
     Format,
     GraphvizError,
+    StepsFormat,
     render,
+    render_steps,
     view_of_recording,
 )
 
@@ -43,6 +55,7 @@ __all__ = [
     "output_format",
     "resolve_machine",
     "resolve_name",
+    "steps_format",
 ]
 
 
@@ -120,6 +133,35 @@ def output_format(out: str, fmt: Format | None) -> Format:
     return fmt
 
 
+_STEPS_SUFFIXES: dict[str, StepsFormat] = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".mmd": "mermaid",
+    ".mermaid": "mermaid",
+}
+
+
+def steps_format(out: str | None, fmt: str | None) -> StepsFormat:
+    """The format of ``--steps`` (``markdown`` or ``mermaid``): ``fmt`` if given, else the one
+    the suffix of ``--out out`` names, else Markdown. Raises :class:`UsageError` for a format
+    steps cannot take, a suffix no steps format has, or one of another format than ``fmt``
+    (``.txt`` goes with either)."""
+    if fmt is not None and fmt not in STEPS_FORMATS:
+        raise UsageError(f"--steps is written as {' or '.join(STEPS_FORMATS)}, not --format {fmt}")
+    suffix = Path(out).suffix.lower() if out else ""
+    if not suffix or suffix in _TEXT_SUFFIXES:
+        return fmt if fmt is not None else "markdown"
+    found = _STEPS_SUFFIXES.get(suffix)
+    if found is None or (fmt is not None and found != fmt):
+        wanted = [s for s, f in _STEPS_SUFFIXES.items() if fmt is None or f == fmt]
+        raise UsageError(
+            f"--out {out} does not fit --steps"
+            + (f" --format {fmt}" if fmt is not None else "")
+            + f": name it {', '.join([*wanted, *_TEXT_SUFFIXES])} (or with no suffix)"
+        )
+    return found
+
+
 def output_file_problem(option: str, value: str | Path) -> str | None:
     """Why ``value`` cannot be written as an output file given by ``option`` (None if it can):
     its directory must exist (no directory is created for it), and it must not be one."""
@@ -169,8 +211,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--format",
-        choices=FORMATS,
-        help="output format (default: from --out's suffix, else mermaid)",
+        choices=(*FORMATS, "markdown"),
+        help="output format (default: from --out's suffix, else mermaid; markdown only with "
+        "--steps)",
     )
     parser.add_argument(
         "--out",
@@ -179,6 +222,12 @@ def _parser() -> argparse.ArgumentParser:
         f"--format the suffix decides: {_suffix_list()}; no suffix: mermaid",
     )
     parser.add_argument("--run", metavar="RUN.jsonl", help="draw a run recorded by RunRecorder")
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="with --run: list the run's steps in order (trigger, from -> to, guards, emits, "
+        "events) as a Markdown table, or with --format mermaid as a sequence diagram",
+    )
     parser.add_argument(
         "--regenerate",
         action="store_true",
@@ -240,8 +289,12 @@ def main(argv: list[str]) -> int:
     if args.check and not args.regenerate:
         parser.error("--check only goes with --regenerate")
     given = [args.run, args.out, args.format, args.machine]
-    if args.regenerate and any(x is not None for x in given):
-        parser.error("--regenerate takes no --run, --out, --format or --machine")
+    if args.regenerate and (any(x is not None for x in given) or args.steps):
+        parser.error("--regenerate takes no --run, --steps, --out, --format or --machine")
+    if args.steps and args.run is None:
+        parser.error("--steps only goes with --run")
+    if args.format == "markdown" and not args.steps:
+        parser.error("--format markdown only goes with --steps")
     if args.dir is not None and not args.regenerate:
         parser.error("--dir only goes with --regenerate")
     if args.regenerate:
@@ -251,11 +304,15 @@ def main(argv: list[str]) -> int:
             return _error(str(exc))
     # argument errors first (status 2), before anything is read or rendered
     fmt: Format = args.format or "mermaid"
+    steps: StepsFormat | None = None
     try:
         if args.out is not None:
             problem = output_file_problem("--out", args.out)
             if problem is not None:
                 raise UsageError(problem)
+        if args.steps:
+            steps = steps_format(args.out, args.format)
+        elif args.out is not None:
             fmt = output_format(args.out, args.format)
         if args.run == "":
             raise UsageError("--run needs a file name")
@@ -270,7 +327,7 @@ def main(argv: list[str]) -> int:
                 decl, view = view_of_recording(Path(args.run), machine)
             except OSError as exc:
                 return _error(_read_error(exc))
-            result = render(decl, fmt, view)
+            result = render_steps(decl, view, steps) if steps else render(decl, fmt, view)
         else:
             result = render(load_declaration(machine or "agent_loop"), fmt)
     except (GraphvizError, DeclarationError, OSError, ValueError) as exc:

@@ -3,7 +3,7 @@
 :func:`regenerate` (``agentcore-fsm diagram --regenerate``, ``make diagrams``) writes, for each
 declaration ``NAME`` in ``states/``, ``NAME.mmd``, ``NAME.dot`` and ``NAME.svg``, plus a
 ``README.md`` embedding every machine's Mermaid, and brings the Mermaid copies of the static
-diagrams embedded in other Markdown files (the checkout's ``README.md``) in step
+diagrams embedded in other Markdown files (the checkout's ``README.md`` and ``docs/*.md``) in step
 (:func:`sync_embedded`). ``NAME.mmd`` and ``NAME.dot`` are compared byte for byte with what the
 declaration renders now. ``NAME.svg`` is not, because Graphviz versions lay out and serialise
 differently; instead every SVG carries a comment with the SHA-256 of the DOT source it was
@@ -70,8 +70,18 @@ def readme_text(names: Sequence[str]) -> str:
         "the DOT source it was rendered from, and the check requires well-formed XML, a matching",
         "hash and every state's name. Regeneration re-renders an SVG only when that check fails.",
         "",
-        "To draw a run instead (the path taken, counts, where it failed): record it with",
-        "`RunRecorder` and run `agentcore-fsm diagram --run RUN.jsonl --format svg --out run.svg`.",
+        "To draw a run instead: record it with `RunRecorder` and run",
+        "`agentcore-fsm diagram --run RUN.jsonl` (Mermaid) or add `--format svg --out run.svg`.",
+        "A run is drawn on its machine (in Mermaid as a flowchart, which can style single",
+        "arrows): the arrows it took are thick and blue, each with how many times it fired",
+        "(`4\N{MULTIPLICATION SIGN} proceeded`), the others are faded, and when it failed or was",
+        "aborted, the state where that happened holds the error text and the arrow out of it is",
+        "red; a run that completed despite tool errors has its final state in orange, listing",
+        "them.",
+        "`agentcore-fsm diagram --run RUN.jsonl --steps` lists the same run step by step, in",
+        "order: trigger, from → to, the guards that held, the transitions passed over, the emit",
+        "actions and the events recorded after each step (a Markdown table; `--format mermaid`",
+        "for a sequence diagram).",
     ]
     for name in names:
         decl = load_declaration(name)
@@ -110,9 +120,10 @@ def sync_embedded(markdown: str, diagrams: dict[str, str]) -> str:
 
 
 def default_embedded() -> list[Path]:
-    """The Markdown files of the checkout that embed static diagrams."""
+    """The Markdown files of the checkout that may embed static diagrams: ``README.md`` and
+    the pages of ``docs/`` (only blocks titled like a static diagram are touched)."""
     root = default_directory().parent
-    return [root / "README.md"]
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
 def ordered_names(names: Iterable[str]) -> list[str]:

@@ -3,7 +3,9 @@
 Everything is drawn from the declarations in ``states/`` (:mod:`agentcore_fsm.declaration`), so a
 diagram can never disagree with the engine. Three outputs:
 
-* **Mermaid** ``stateDiagram-v2`` text (:func:`to_mermaid`) — needs nothing; GitHub renders it.
+* **Mermaid** (:func:`to_mermaid`) — needs nothing; GitHub renders it. A declared machine is a
+  ``stateDiagram-v2``; a run on it is a ``flowchart`` (:func:`run_to_mermaid`), because a state
+  diagram cannot style a single arrow and a flowchart's ``linkStyle`` can.
 * **DOT** source for Graphviz (:func:`to_dot`) — written here, no Python package needed.
 * **SVG/PNG** (:func:`render`) — the DOT source run through Graphviz's ``dot`` program. When it
   is not installed this raises :class:`GraphvizNotFoundError`, which names the package to install.
@@ -17,14 +19,22 @@ arrow that share guards and emits share a line: ``abort | fail [turn_open]``. Ab
 transitions (:data:`EXCEPTIONAL_TRIGGERS`) get arrows of their own, dashed and muted, so that the
 normal flow reads first. Triggers the machine fires itself (not under ``[inputs]``) are italic.
 
-A **run** (:class:`RunView`) overlays what happened: visited states are filled, the taken
-transitions are drawn thick, each with how many times it fired, and the rest fade; the current
-or final state is marked; when the run ended in error or abort, the state where that happened
-(the source of the run's last transition) and that last arrow are drawn in red. Mermaid's state
-diagrams cannot style an arrow, so there the path is carried by the counts and the state
-classes. Build a view with :func:`run_view` (transition records), :func:`view_of_machine` (a
-live ``LoopMachine``) or :func:`view_of_recording` (a recording made by
-:class:`~agentcore_fsm.recorder.RunRecorder`).
+A **run** (:class:`RunView`) overlays what happened, the same way in Mermaid and in DOT: visited
+states are filled, the taken transitions are drawn thick and blue, each line with how many times
+it fired, and the rest fade; the current or final state is marked; when the run ended in error or
+abort, the state where that happened (the source of the run's last abort or failure transition)
+is red and holds the error text, and the arrow of that step is red. A run that ended well
+despite tool errors has its final state in orange, listing them, and says so in its title. Every
+mark is written inside its state, so none can be drawn beside the wrong one. Build a view with
+:func:`run_view` (transition records), :func:`view_of_machine` (a live ``LoopMachine``) or
+:func:`view_of_recording` (a recording made by :class:`~agentcore_fsm.recorder.RunRecorder`).
+
+The **steps** of a run (:func:`run_steps`) are the ordered companion of its diagram: step 1, 2,
+3 ... with the trigger, source → destination, the guards that held, the transitions tried
+before it that did not hold, the emit actions and the events recorded after it. They are written
+as a Markdown table (:func:`steps_markdown`; it reads in a terminal and renders on a web page)
+or a Mermaid sequence diagram with the same numbers (:func:`steps_mermaid`);
+``agentcore-fsm diagram --run RUN.jsonl --steps`` prints them.
 
 Every SVG rendered here carries a comment with the SHA-256 of the DOT source it was rendered
 from; :func:`svg_is_current` uses it to tell whether an SVG still matches its declaration
@@ -33,7 +43,8 @@ without comparing bytes (Graphviz versions lay out and serialise differently).
 The modules around this one: :mod:`agentcore_fsm.diagram_files` keeps the committed
 ``diagrams/`` folder in step with the declarations, and :mod:`agentcore_fsm.diagram_cli` is the
 ``agentcore-fsm diagram`` command. This module is never imported by the engine; it imports only
-the standard library and the declaration loader (the recording reader, when given a path).
+the standard library and the declaration loader at the top (the recording module only inside
+the functions that read a run).
 """
 
 from __future__ import annotations
@@ -57,16 +68,24 @@ __all__ = [
     "EXCEPTIONAL_TRIGGERS",
     "FORMATS",
     "MACHINE_ALIASES",
+    "STEPS_FORMATS",
     "Format",
     "GraphvizError",
     "GraphvizNotFoundError",
+    "RunStep",
     "RunView",
+    "StepsFormat",
     "diagram_title",
     "dot_digest",
     "find_dot",
     "render",
     "render_dot",
+    "render_steps",
+    "run_steps",
+    "run_to_mermaid",
     "run_view",
+    "steps_markdown",
+    "steps_mermaid",
     "svg_is_current",
     "to_dot",
     "to_mermaid",
@@ -129,7 +148,11 @@ class RunView:
     current (or final) state; ``outcome`` is how the run ended (``completed``, ``stopped``,
     ``aborted``, ``error``) or None while it runs or when unknown; ``incident`` is the state
     where an abort or error happened (None otherwise), and ``incident_step`` the transition out
-    of it, as ``(index, source, dest)``.
+    of it, as ``(index, source, dest)``; ``error`` is the error text of a run that ended in an
+    error or an abort (drawn in the incident state); ``tool_errors`` the tool results that were
+    errors, as ``tool: text`` (a run that ended well despite them is marked so);
+    ``events``, for a recording, the labels of the agent events recorded after each step of
+    ``path`` and before the next (see :func:`run_steps`), else empty.
     """
 
     state: str
@@ -141,6 +164,14 @@ class RunView:
     incident: str | None = None
     incident_step: tuple[int, str, str] | None = None
     label: str = "run"
+    error: str | None = None
+    tool_errors: tuple[str, ...] = ()
+    events: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def despite_tool_errors(self) -> bool:
+        """The run ended well (or is still going) although some tool results were errors."""
+        return bool(self.tool_errors) and self.outcome not in ENDED_BADLY
 
 
 def run_view(
@@ -150,6 +181,9 @@ def run_view(
     state: str | None = None,
     outcome: str | None = None,
     label: str = "run",
+    error: str | None = None,
+    tool_errors: Iterable[str] = (),
+    events: Sequence[Sequence[str]] | None = None,
 ) -> RunView:
     """Check a run's transitions against ``decl`` and summarise them for drawing.
 
@@ -166,8 +200,14 @@ def run_view(
     the run was when it went wrong: the source of its last ``abort``/``fail`` transition (of the
     last run, when the records hold several), else of its last transition (a model call that
     ended with an error goes ``streaming -> stopped`` on ``model_finished``).
+
+    ``error`` (the error text), ``tool_errors`` and ``events`` (one list of event labels per
+    record) are carried into the view as given; ``events`` of another length than the records
+    raise ``ValueError``.
     """
     records = list(transitions)
+    if events is not None and len(events) != len(records):
+        raise ValueError(f"{len(events)} lists of events for {len(records)} transitions")
     counts: Counter[tuple[int, str]] = Counter()
     visited = {decl.initial}
     previous: str | None = None
@@ -222,18 +262,28 @@ def run_view(
         incident=step.source if step is not None else None,
         incident_step=(step.index, step.source, step.dest) if step is not None else None,
         label=label,
+        error=error if error else None,
+        tool_errors=tuple(tool_errors),
+        events=tuple(tuple(e) for e in events) if events is not None else (),
     )
 
 
 def view_of_machine(machine: Any) -> RunView:
     """The view of a live machine (a ``LoopMachine``: its ``declaration``, ``history``,
-    ``state`` and, once it stopped, ``end_reason``)."""
+    ``state`` and, once it stopped, ``end_reason``; the error text and tool errors come from
+    its ``new_messages``, when it has them)."""
+    from .recorder import run_error, tool_errors
+
+    reason = getattr(machine, "end_reason", None)
+    messages = list(getattr(machine, "new_messages", None) or ())
     return run_view(
         machine.declaration,
         machine.history,
         state=machine.state,
-        outcome=getattr(machine, "end_reason", None),
+        outcome=reason,
         label="live run",
+        error=run_error(messages, reason),
+        tool_errors=tool_errors(messages),
     )
 
 
@@ -241,12 +291,15 @@ def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Decla
     """The declaration and view of a recorded run (a :class:`~agentcore_fsm.recorder.RecordedRun`
     or a path to a JSONL recording). ``machine`` picks which recorded machine to draw: a
     declaration name or one of :data:`MACHINE_ALIASES` (default: the recording's main machine).
-    The outcome is the last ``agent_end``'s reason. An unknown machine raises
+    The outcome is the last ``agent_end``'s reason, the error text and the tool errors the
+    recording's (:attr:`~agentcore_fsm.recorder.RecordedRun.error`,
+    :attr:`~agentcore_fsm.recorder.RecordedRun.tool_errors`), and each step gets the events
+    recorded after it. An unknown machine raises
     :class:`~agentcore_fsm.declaration.DeclarationError`; one the recording has no transitions
     of, ``ValueError``."""
-    if not hasattr(recording, "machines"):
-        from .recorder import load_run
+    from .recorder import describe_event, load_run
 
+    if not hasattr(recording, "machines"):
         recording = load_run(recording)
     if machine is None:
         name = recording.machine
@@ -257,8 +310,17 @@ def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Decla
         known = ", ".join(sorted(recording.machines)) or "none"
         raise ValueError(f"the recording has no transitions of {name!r} (it has: {known})")
     decl = load_declaration(name)
+    events = None
+    if getattr(recording, "events", None):
+        events = [[describe_event(e) for e in after] for after in recording.events_after(name)]
     view = run_view(
-        decl, recording.machines[name], outcome=recording.end_reason, label="recorded run"
+        decl,
+        recording.machines[name],
+        outcome=recording.end_reason,
+        label="recorded run",
+        error=getattr(recording, "error", None),
+        tool_errors=getattr(recording, "tool_errors", ()),
+        events=events,
     )
     return decl, view
 
@@ -349,29 +411,112 @@ def _is_auto(decl: Declaration, trigger: str) -> bool:
     return bool(decl.inputs) and trigger not in decl.inputs
 
 
+def _plural(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def _outcome_text(view: RunView) -> str:
     if view.outcome is None:
-        return "running" if not view.finished else "ended"
-    return f"ended: {view.outcome}"
+        text = "running" if not view.finished else "ended"
+    else:
+        text = f"ended: {view.outcome}"
+    if view.despite_tool_errors:
+        text += f" despite {_plural(len(view.tool_errors), 'tool error')}"
+    return text
 
 
 def diagram_title(decl: Declaration, view: RunView | None = None) -> str:
     """A diagram's title: for a static diagram (``view`` None) ``TITLE (states/NAME.toml)``,
     which is also how :func:`~agentcore_fsm.diagram_files.sync_embedded` recognises a copy of
-    it; for a run, what the run did and how it ended."""
+    it; for a run, what the run did and how it ended (``ended: completed despite 1 tool
+    error`` when some tool results were errors)."""
     if view is None:
         return f"{decl.title} (states/{decl.name}.toml)"
-    n = len(view.path)
-    plural = "s" if n != 1 else ""
-    return f"{decl.title} — {view.label}, {n} transition{plural}, {_outcome_text(view)}"
+    return f"{decl.title} — {view.label}, {_plural(len(view.path), 'transition')}, " + (
+        _outcome_text(view)
+    )
 
 
-def _state_mark(view: RunView, state: str) -> str | None:
+_NOTE_WIDTH = 38  # wrap the error text drawn in a state after about this many characters
+_NOTE_LINES = 4  # and cut it after this many lines
+_TOOL_ERRORS_SHOWN = 3
+
+
+def _wrapped(text: str, lines: int = _NOTE_LINES) -> list[str]:
+    """``text`` on lines of about :data:`_NOTE_WIDTH` characters, at most ``lines`` of them
+    (the last ends in an ellipsis when it was cut)."""
+    out = textwrap.wrap(" ".join(text.split()), _NOTE_WIDTH, break_long_words=True) or [""]
+    if len(out) > lines:
+        out = out[:lines]
+        out[-1] = out[-1][: _NOTE_WIDTH - 1].rstrip() + "\N{HORIZONTAL ELLIPSIS}"
+    return out
+
+
+def _state_notes(view: RunView, state: str) -> tuple[str | None, list[str]]:
+    """What a run view writes inside a state, under its name: a mark (``error here``, ``final
+    state``, ...) and detail lines (the error text; the tool errors a run ended well despite).
+    Drawn inside the state, never beside it, so it cannot end up next to another one."""
     if state == view.incident:
-        return f"{view.outcome} here"
-    if state == view.state:
-        return "final state" if view.finished else "current state"
-    return None
+        return f"{view.outcome} here", _wrapped(view.error) if view.error else []
+    if state != view.state:
+        return None, []
+    mark = "final state" if view.finished else "current state"
+    details: list[str] = []
+    if view.despite_tool_errors:
+        n = len(view.tool_errors)
+        done = "so far" if view.outcome is None and not view.finished else ""
+        head = f"{view.outcome or 'ran'} despite {_plural(n, 'tool error')} {done}".strip()
+        details.append(head + ":")
+        for error in view.tool_errors[:_TOOL_ERRORS_SHOWN]:
+            details += _wrapped(error, 2)
+        if n > _TOOL_ERRORS_SHOWN:
+            details.append(f"(and {n - _TOOL_ERRORS_SHOWN} more)")
+    elif view.error and view.incident is None:  # ended badly without a transition to blame
+        details = _wrapped(view.error)
+    return mark, details
+
+
+def _state_class(run: RunView, name: str) -> str:
+    if name == run.incident:
+        return "incident"
+    if name == run.state:
+        return "warned" if run.despite_tool_errors else "current"
+    return "visited" if name in run.visited else "unvisited"
+
+
+def _fatal_group(decl: Declaration, run: RunView | None) -> tuple[str, str, bool] | None:
+    """The arrow of the run's incident step (drawn red), as ``(source, dest, exceptional)``."""
+    if run is None or run.incident_step is None:
+        return None
+    index, source, dest = run.incident_step
+    return source, dest, decl.transitions[index].trigger in EXCEPTIONAL_TRIGGERS
+
+
+def _edge_width(count: int) -> float:
+    """How thick a taken arrow is drawn (points in DOT, pixels in Mermaid): more with more
+    firings, from 3 up to 5."""
+    return min(2.5 + count * 0.5, 5.0)
+
+
+# --- colours (the same in the Mermaid and the DOT run views) -------------------------------------
+
+_INK = "#2d3748"
+_MUTED = "#718096"
+_PATH = "#2b6cb0"
+_FADED = "#cbd5e0"
+_FADED_TEXT = "#a0aec0"
+_EXC = "#9b5a5a"
+_INCIDENT = "#c53030"
+_WARNED = "#c2410c"
+_STATE_COLOURS = {
+    "incident": ("#fed7d7", _INCIDENT, "3"),
+    "current": ("#fde68a", "#b45309", "3"),
+    "warned": ("#ffedd5", _WARNED, "3"),
+    "visited": ("#dbeafe", _PATH, "1.5"),
+    "unvisited": ("#ffffff", _FADED, "1"),
+}
+"""A run view's state classes: fill, border and border width. ``warned``: the final or current
+state of a run that ended well (or goes on) despite tool errors."""
 
 
 # --- Mermaid ------------------------------------------------------------------------------------
@@ -388,14 +533,39 @@ def _mm(text: str) -> str:
 _MERMAID_KEYWORDS = frozenset(
     {"state", "note", "class", "classDef", "style", "click", "scale", "default", "direction"}
 )
+# words a flowchart reads as syntax where a node id would stand
+_FLOWCHART_KEYWORDS = frozenset(
+    {
+        "end",
+        "graph",
+        "flowchart",
+        "subgraph",
+        "style",
+        "linkstyle",
+        "classdef",
+        "class",
+        "click",
+        "call",
+        "href",
+        "direction",
+        "default",
+        "interpolate",
+    }
+)
 
 
-def _mermaid_ids(decl: Declaration) -> dict[str, str]:
-    """Mermaid ids: the state's name where Mermaid accepts it, else a fresh ``state_N``."""
+def _mermaid_ids(decl: Declaration, flowchart: bool = False) -> dict[str, str]:
+    """Mermaid ids: the state's name where Mermaid accepts it, else a fresh ``state_N``. In a
+    flowchart a keyword (any case) cannot be an id, nor a name that starts with ``o`` or ``x``
+    (``a --o b`` is an arrow with a circle end)."""
     ids: dict[str, str] = {}
     taken = set(decl.states)
     for n, name in enumerate(decl.states):
-        if _MERMAID_ID.match(name) and name not in _MERMAID_KEYWORDS:
+        usable = _MERMAID_ID.match(name) is not None and name not in _MERMAID_KEYWORDS
+        if flowchart:
+            usable = usable and name.lower() not in _FLOWCHART_KEYWORDS
+            usable = usable and name[0] not in "oxOX" and not name.startswith("_")
+        if usable:
             ids[name] = name
             continue
         alias = f"state_{n}"
@@ -412,15 +582,17 @@ def _entry_head(entry: _Entry) -> str:
 
 
 def to_mermaid(decl: Declaration, run: RunView | None = None) -> str:
-    """The machine as Mermaid ``stateDiagram-v2`` text (with ``run`` overlaid when given)."""
+    """The machine as Mermaid text: a ``stateDiagram-v2`` of the declaration, or with ``run``
+    a ``flowchart`` of the run on it (:func:`run_to_mermaid`)."""
+    if run is not None:
+        return run_to_mermaid(decl, run)
     ids = _mermaid_ids(decl)
     out = [
         "---",
-        f"title: {json.dumps(diagram_title(decl, run), ensure_ascii=False)}",
+        f"title: {json.dumps(diagram_title(decl), ensure_ascii=False)}",
         "---",
         "stateDiagram-v2",
-        f"    %% Generated from states/{decl.name}.toml by `agentcore-fsm diagram`."
-        + ("" if run is not None else " Do not edit."),
+        f"    %% Generated from states/{decl.name}.toml by `agentcore-fsm diagram`. Do not edit.",
         "    direction TB",
     ]
     for name, spec in decl.states.items():
@@ -432,56 +604,344 @@ def to_mermaid(decl: Declaration, run: RunView | None = None) -> str:
         elif ids[name] != name:
             out.append(f'    state "{_mm(name)}" as {ids[name]}')
     out.append(f"    [*] --> {ids[decl.initial]}")
-    for group in _groups(decl, run):
+    for group in _groups(decl, None):
         lines: list[str] = []
         for entry in group.entries:
             lines += [_entry_head(entry), *_emit_lines(entry.emits)]
         label = "<br/>".join(_mm(line) for line in lines)
         out.append(f"    {ids[group.source]} --> {ids[group.dest]} : {label}")
     out.append(f"    {ids[decl.final]} --> [*]")
-    if run is not None:
-        out += [
-            "    classDef visited fill:#dbeafe,stroke:#2b6cb0,color:#1a365d",
-            "    classDef unvisited fill:#ffffff,stroke:#cbd5e0,color:#a0aec0",
-            "    classDef current fill:#fde68a,stroke:#b45309,stroke-width:3px,font-weight:bold",
-            "    classDef incident fill:#fed7d7,stroke:#c53030,stroke-width:3px,font-weight:bold",
-        ]
-        classes: dict[str, list[str]] = {}
-        for name in decl.states:
-            classes.setdefault(_state_class(run, name), []).append(ids[name])
-        for cls in ("visited", "unvisited", "current", "incident"):
-            if cls in classes:
-                out.append(f"    class {','.join(classes[cls])} {cls}")
-        for name in dict.fromkeys(x for x in (run.incident, run.state) if x is not None):
-            mark = _state_mark(run, name)
-            if mark:
-                out.append(f"    note right of {ids[name]} : {_mm(mark)}")
     return "\n".join(out) + "\n"
 
 
-def _state_class(run: RunView, name: str) -> str:
-    if name == run.incident:
-        return "incident"
-    if name == run.state:
-        return "current"
-    return "visited" if name in run.visited else "unvisited"
+def _link_style(stroke: str, width: float, text: str, dashed: bool = False) -> str:
+    style = f"stroke:{stroke},stroke-width:{width:g}px,color:{text}"
+    return style + (",stroke-dasharray:6 4" if dashed else "")
+
+
+def run_to_mermaid(decl: Declaration, run: RunView) -> str:
+    """A run on its machine as a Mermaid ``flowchart``.
+
+    A state diagram (``stateDiagram-v2``, what the static diagrams are) cannot style a single
+    arrow, so a run is drawn as a flowchart, whose ``linkStyle`` can. The arrows the run took
+    are thick and blue, each line with how many times it fired in front of its trigger (``4``
+    and a multiplication sign); the others are thin and faded; the arrow of the step where the
+    run failed or was aborted is red. Abort and failure arrows are dashed. The states are
+    classed ``visited``, ``unvisited``, ``current`` (the final or current state), ``incident``
+    (where it failed or was aborted: red, with the error text inside) and ``warned`` (the
+    final state of a run that ended well despite tool errors: orange, with the tool errors
+    inside). Marks are written inside the states, never in notes, so none can be laid out
+    beside the wrong state. Arrows and labels are the static diagram's, plus the counts.
+    """
+    ids = _mermaid_ids(decl, flowchart=True)
+    used = set(ids.values())
+
+    def fresh(base: str) -> str:
+        while base in used:
+            base += "_"
+        used.add(base)
+        return base
+
+    start, end = fresh("start"), fresh("finish")
+    out = [
+        "---",
+        f"title: {json.dumps(diagram_title(decl, run), ensure_ascii=False)}",
+        "---",
+        "flowchart TB",
+        f"    %% A run on states/{decl.name}.toml, drawn by `agentcore-fsm diagram`: thick",
+        f"    %% blue arrows were taken (N{TIMES}: times fired), faded ones were not, a red one",
+        "    %% is where the run failed or was aborted; dashed: abort and failure.",
+        f'    {start}((" "))',
+    ]
+    for name, spec in decl.states.items():
+        lines = [f"<b>{_mm(name)}</b>"]
+        if spec.effect:
+            lines.append(f"<i>{_mm(spec.effect)}</i>")
+        mark, details = _state_notes(run, name)
+        if mark is not None:
+            lines.append(f"<b>{_mm(mark)}</b>")
+        lines += [_mm(line) for line in details]
+        out.append(f'    {ids[name]}("{"<br/>".join(lines)}")')
+    out.append(f'    {end}(((" ")))')
+    fatal = _fatal_group(decl, run)
+    links: list[tuple[str, str, str, bool, str]] = []  # source, dest, label, dashed, style
+    began = bool(run.path)
+    links.append(
+        (
+            start,
+            ids[decl.initial],
+            "",
+            False,
+            _link_style(_PATH, 3, _INK) if began else _link_style(_FADED, 1, _FADED_TEXT),
+        )
+    )
+    for group in _groups(decl, run):
+        lines = []
+        for entry in group.entries:
+            head = _mm(_entry_head(entry))
+            if entry.count is not None:
+                head = f"<b>{head}</b>"
+            lines += [head, *(_mm(line) for line in _emit_lines(entry.emits))]
+        if group.count:
+            red = (group.source, group.dest, group.exceptional) == fatal
+            colour = _INCIDENT if red else _PATH
+            style = _link_style(colour, _edge_width(group.count), _INK, group.exceptional)
+        else:
+            style = _link_style(_FADED, 1, _FADED_TEXT, group.exceptional)
+        links.append(
+            (ids[group.source], ids[group.dest], "<br/>".join(lines), group.exceptional, style)
+        )
+    links.append(
+        (
+            ids[decl.final],
+            end,
+            "",
+            False,
+            _link_style(_PATH, 3, _INK) if run.finished else _link_style(_FADED, 1, _FADED_TEXT),
+        )
+    )
+    for source, dest, label, dashed, _ in links:
+        arrow = "-.->" if dashed else "-->"
+        out.append(
+            f'    {source} {arrow}|"{label}"| {dest}' if label else f"    {source} {arrow} {dest}"
+        )
+    for number, (*_, style) in enumerate(links):
+        out.append(f"    linkStyle {number} {style}")
+    for cls, (fill, stroke, width) in _STATE_COLOURS.items():
+        text = _FADED_TEXT if cls == "unvisited" else _INK
+        out.append(
+            f"    classDef {cls} fill:{fill},stroke:{stroke},stroke-width:{width}px,color:{text}"
+        )
+    out.append(f"    classDef terminal fill:{_INK},stroke:{_INK}")
+    classes: dict[str, list[str]] = {}
+    for name in decl.states:
+        classes.setdefault(_state_class(run, name), []).append(ids[name])
+    for cls in _STATE_COLOURS:
+        if cls in classes:
+            out.append(f"    class {','.join(classes[cls])} {cls}")
+    out.append(f"    class {start},{end} terminal")
+    return "\n".join(out) + "\n"
+
+
+# --- the steps of a run, in order ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunStep:
+    """One transition of a run, as :func:`run_steps` lists it.
+
+    ``number`` counts from 1; ``index`` is the declared transition's. ``guards`` are the guards
+    of the transition taken, all of which held (``not g`` for an ``unless`` guard).
+    ``passed_over`` are the transitions declared before it for the same trigger and source
+    state: the engine tried those first, in order, and each had a guard that did not hold (the
+    record does not say which one). ``emits`` are the emit actions the transition ran, in
+    order (``agent_end`` with its reason). ``events``, for a recording, are the agent events
+    recorded after this step and before the next: the driver delivers the events of an input
+    once the machine has taken every transition it caused, so an event can be listed a step or
+    two after the transition that produced it. ``auto``: a trigger the machine fired itself;
+    ``exceptional``: an abort or failure; ``incident``: the step where the run failed or was
+    aborted (drawn red in the run diagram).
+    """
+
+    number: int
+    index: int
+    trigger: str
+    source: str
+    dest: str
+    guards: tuple[str, ...]
+    passed_over: tuple[TransitionSpec, ...]
+    emits: tuple[str, ...]
+    events: tuple[str, ...] = ()
+    auto: bool = False
+    exceptional: bool = False
+    incident: bool = False
+
+
+def run_steps(decl: Declaration, view: RunView) -> list[RunStep]:
+    """The steps of the run ``view`` shows, in the order they were taken (see :class:`RunStep`).
+
+    This is the ordered companion of the run diagram: the diagram sums a run up on the
+    machine (which arrows, how often, where it ended), the steps say which way it went, in
+    what order. :func:`steps_markdown` and :func:`steps_mermaid` write them out;
+    ``agentcore-fsm diagram --run RUN.jsonl --steps`` prints the Markdown.
+    """
+    last_incident = -1
+    if view.incident_step is not None:
+        last_incident = max(i for i, step in enumerate(view.path) if step == view.incident_step)
+    steps: list[RunStep] = []
+    for n, (index, source, dest) in enumerate(view.path):
+        spec = decl.transitions[index]
+        earlier = tuple(
+            t for t in decl.transitions[:index] if t.trigger == spec.trigger and source in t.source
+        )
+        steps.append(
+            RunStep(
+                number=n + 1,
+                index=index,
+                trigger=spec.trigger,
+                source=source,
+                dest=dest,
+                guards=(*spec.guards, *(f"not {g}" for g in spec.unless)),
+                passed_over=earlier,
+                emits=_shown_emits(spec),
+                events=view.events[n] if n < len(view.events) else (),
+                auto=_is_auto(decl, spec.trigger) or spec.auto,
+                exceptional=spec.trigger in EXCEPTIONAL_TRIGGERS,
+                incident=n == last_incident,
+            )
+        )
+    return steps
+
+
+def _squeezed(labels: Sequence[str]) -> list[str]:
+    """Event labels, each run of the same one given once with its count."""
+    out: list[str] = []
+    previous, count = None, 0
+    for label in [*labels, None]:
+        if label == previous:
+            count += 1
+            continue
+        if previous is not None:
+            out.append(previous if count == 1 else f"{previous} {TIMES}{count}")
+        previous, count = label, 1
+    return out
+
+
+def _cell(text: str) -> str:
+    """Text made safe inside a Markdown table cell."""
+    return " ".join(text.split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _view_lines(view: RunView) -> list[str]:
+    """The error text and the tool errors of a run, as lines."""
+    lines = []
+    if view.error:
+        lines.append(f"error: {view.error}")
+    if view.tool_errors:
+        lines.append(f"tool errors ({len(view.tool_errors)}): " + "; ".join(view.tool_errors))
+    return lines
+
+
+def steps_markdown(decl: Declaration, view: RunView) -> str:
+    """The steps of a run as a Markdown table, one row per transition, in order.
+
+    The format: a heading (the run diagram's title), how the run ended with its error text
+    and tool errors, then the table: ``#``, the trigger (italic when the machine fired it
+    itself; ``(error here)``/``(aborted here)`` on the step where the run went wrong), ``from
+    → to``, the guards that held, the transitions passed over (tried first, a guard failed),
+    the emit actions, and, for a recording, the events recorded after the step. A table reads
+    as well in a terminal as on a page that renders Markdown, and it answers "which way did
+    it go, in what order" without a picture; a short key under it says how to read it.
+    """
+    out = [f"## {diagram_title(decl, view)}", ""]
+    notes = _view_lines(view)
+    if notes:
+        out += [*(f"- {_cell(line)}" for line in notes), ""]
+    steps = run_steps(decl, view)
+    if not steps:
+        out.append("No transition was taken.")
+        return "\n".join(out) + "\n"
+    events = any(step.events for step in steps)
+    head = ["#", "trigger", "from → to", "guards (held)", "passed over", "emits"]
+    if events:
+        head.append("events recorded after")
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "|".join(["--:"] + ["---"] * (len(head) - 1)) + "|")
+    for step in steps:
+        trigger = f"*{step.trigger}*" if step.auto else f"**{step.trigger}**"
+        if step.incident:
+            trigger += f" ({view.outcome} here)"
+        passed = "; ".join(f"{_conditions(t) or '[]'} → {t.dest}" for t in step.passed_over)
+        row = [
+            str(step.number),
+            trigger,
+            f"{step.source} → {step.dest}",
+            ", ".join(step.guards),
+            passed,
+            ", ".join(step.emits),
+        ]
+        if events:
+            row.append(", ".join(_squeezed(step.events)))
+        out.append("| " + " | ".join(_cell(x) for x in row) + " |")
+    out += [
+        "",
+        "Guards (held): the guards of the transition taken, all of which held. Passed over: "
+        "the transitions declared before it for the same trigger and state, tried first; each "
+        "had a guard that did not hold. Emits: its emit actions, in order. Italic triggers: "
+        "fired by the machine itself."
+        + (
+            " Events: the agent events recorded after the step; an input's events are "
+            "delivered once the machine has taken every transition it caused, so an event can "
+            "be listed a step or two after the transition that produced it."
+            if events
+            else ""
+        ),
+    ]
+    return "\n".join(out) + "\n"
+
+
+def steps_mermaid(decl: Declaration, view: RunView) -> str:
+    """The steps of a run as a Mermaid ``sequenceDiagram``: one participant per state the run
+    visited (in the order it first got there), one numbered arrow per step (``autonumber``,
+    the same numbers as :func:`steps_markdown`), labelled with the trigger and its guards
+    (the emit actions on a second line). Abort and failure steps are dashed; the step where
+    the run failed or was aborted ends in a cross, with a note holding the error text, and a
+    run that ended well despite tool errors gets a note listing them on its final state."""
+    steps = run_steps(decl, view)
+    order = list(dict.fromkeys([decl.initial, *(x for s in steps for x in (s.source, s.dest))]))
+    ids = {name: f"s{n}" for n, name in enumerate(order)}
+    out = [
+        "---",
+        f"title: {json.dumps(diagram_title(decl, view), ensure_ascii=False)}",
+        "---",
+        "sequenceDiagram",
+        f"    %% The steps of a run on states/{decl.name}.toml, drawn by `agentcore-fsm diagram`.",
+        "    autonumber",
+    ]
+    out += [f"    participant {ids[name]} as {_mm(name)}" for name in order]
+    for step in steps:
+        label = _mm(" ".join(x for x in (step.trigger, _bracket(step.guards)) if x))
+        if step.emits:
+            label += "<br/>" + _mm("/ " + ", ".join(step.emits))
+        arrow = "--" if step.exceptional else "-"
+        arrow += "x" if step.incident else ">>"
+        out.append(f"    {ids[step.source]}{arrow}{ids[step.dest]}: {label}")
+        if step.incident:
+            note = f"{view.outcome} here" + (f": {view.error}" if view.error else "")
+            text = "<br/>".join(_mm(line) for line in _wrapped(note, 6))
+            out.append(f"    Note over {ids[step.source]}: {text}")
+    if view.despite_tool_errors:
+        _, details = _state_notes(view, view.state)
+        text = "<br/>".join(_mm(line) for line in details)
+        out.append(f"    Note over {ids[view.state]}: {text}")
+    return "\n".join(out) + "\n"
+
+
+def _bracket(guards: Sequence[str]) -> str:
+    return f"[{', '.join(guards)}]" if guards else ""
+
+
+StepsFormat = Literal["markdown", "mermaid"]
+STEPS_FORMATS: tuple[StepsFormat, ...] = ("markdown", "mermaid")
+
+
+def render_steps(decl: Declaration, view: RunView, fmt: StepsFormat = "markdown") -> str:
+    """The steps of a run as Markdown (:func:`steps_markdown`) or Mermaid
+    (:func:`steps_mermaid`)."""
+    if fmt == "markdown":
+        return steps_markdown(decl, view)
+    if fmt == "mermaid":
+        return steps_mermaid(decl, view)
+    raise ValueError(f"unknown steps format {fmt!r}; expected one of {', '.join(STEPS_FORMATS)}")
 
 
 # --- DOT ----------------------------------------------------------------------------------------
 
-_INK = "#2d3748"
-_MUTED = "#718096"
-_PATH = "#2b6cb0"
-_FADED = "#cbd5e0"
-_FADED_TEXT = "#a0aec0"
-_EXC = "#9b5a5a"
-_INCIDENT = "#c53030"
 _STATE_STYLE = {
-    "incident": {"fillcolor": "#fed7d7", "color": _INCIDENT, "penwidth": "3"},
-    "current": {"fillcolor": "#fde68a", "color": "#b45309", "penwidth": "3"},
-    "visited": {"fillcolor": "#dbeafe", "color": _PATH, "penwidth": "1.5"},
-    "unvisited": {"fillcolor": "#ffffff", "color": _FADED, "fontcolor": _FADED_TEXT},
+    cls: {"fillcolor": fill, "color": stroke, "penwidth": width}
+    for cls, (fill, stroke, width) in _STATE_COLOURS.items()
 }
+_STATE_STYLE["unvisited"]["fontcolor"] = _FADED_TEXT
 
 
 def _q(text: str) -> str:
@@ -541,10 +1001,12 @@ def _node_label(decl: Declaration, name: str, view: RunView | None) -> str:
     if spec.effect:
         lines.append(f'<font point-size="9" color="{_MUTED}"><i>{_h(spec.effect)}</i></font>')
     if view is not None:
-        mark = _state_mark(view, name)
-        if mark:
-            color = _INCIDENT if name == view.incident else "#b45309"
+        mark, details = _state_notes(view, name)
+        if mark is not None:
+            cls = _state_class(view, name)
+            color = _STATE_COLOURS[cls][1] if cls in ("incident", "warned") else "#b45309"
             lines.append(f'<font point-size="10" color="{color}"><b>{_h(mark)}</b></font>')
+            lines += [f'<font point-size="9" color="{color}">{_h(d)}</font>' for d in details]
     return "<" + "<br/>".join(lines) + ">"
 
 
@@ -561,9 +1023,11 @@ def _legend(decl: Declaration, run: RunView | None) -> str:
     if any(t.trigger in EXCEPTIONAL_TRIGGERS for t in ts):
         parts.append("dashed: abort and failure")
     if run is not None:
-        parts[:0] = [f"N{TIMES}: times a transition fired", "blue: the path taken"]
+        parts[:0] = [f"N{TIMES}: times a transition fired", "thick blue: the path taken"]
         if run.incident is not None:
             parts.insert(2, f"red: where it {'failed' if run.outcome == 'error' else 'aborted'}")
+        elif run.despite_tool_errors:
+            parts.insert(2, "orange: tool errors")
     return " · ".join(parts)
 
 
@@ -617,10 +1081,7 @@ def to_dot(decl: Declaration, run: RunView | None = None) -> str:
     out.append(
         f"  __start__ -> {_q(decl.initial)}{' ' + _attrs(**start_attrs) if start_attrs else ''};"
     )
-    fatal: tuple[str, str, bool] | None = None  # the arrow out of the incident state
-    if run is not None and run.incident_step is not None:
-        index, source, dest = run.incident_step
-        fatal = (source, dest, decl.transitions[index].trigger in EXCEPTIONAL_TRIGGERS)
+    fatal = _fatal_group(decl, run)  # the arrow out of the incident state
     for group in _groups(decl, run):
         attrs = {
             "label": _edge_label(decl, group, run),
@@ -630,7 +1091,7 @@ def to_dot(decl: Declaration, run: RunView | None = None) -> str:
             attrs.update(style="dashed", color=_EXC, fontcolor=_EXC, fontsize="9")
         if run is not None:
             if group.count:
-                width = min(1.5 + group.count * 0.5, 4.0)
+                width = _edge_width(group.count)
                 color = (
                     _INCIDENT if (group.source, group.dest, group.exceptional) == fatal else _PATH
                 )

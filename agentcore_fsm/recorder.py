@@ -45,7 +45,18 @@ raises ``TypeError`` (a ``ValidationError`` for an invalid event dict).
 (so you get the same event classes the loop emits), every transition becomes a
 :class:`~agentcore_fsm.machine.TransitionRecord`. A malformed line raises :class:`RunFileError`
 naming the file and line (so do a line that is not UTF-8 and one nested too deeply to parse).
-``agentcore-fsm diagram --run RUN.jsonl`` renders a recording.
+It keeps the order the records were written in (:attr:`RecordedRun.order`), so that each event
+can be placed after the transition it followed.
+
+**What went wrong** is read back from the events: :attr:`RecordedRun.error` is the error text of
+a last run that ended in an error or an abort (the ``error_message`` of its failed or aborted
+assistant message, else its last failed tool result), :attr:`RecordedRun.tool_errors` every tool
+result that was an error, and :meth:`RecordedRun.summary` says in a few lines what the recording
+holds and how it ended, error text included. :func:`run_error` and :func:`tool_errors` do the
+same for a list of messages (a live run's).
+
+``agentcore-fsm diagram --run RUN.jsonl`` renders a recording (``--steps`` lists its steps in
+order, the summary above them).
 """
 
 from __future__ import annotations
@@ -56,7 +67,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -72,7 +83,10 @@ __all__ = [
     "RecordedRun",
     "RunFileError",
     "RunRecorder",
+    "describe_event",
     "load_run",
+    "run_error",
+    "tool_errors",
 ]
 
 RUN_FORMAT = "agentcore-fsm.run"
@@ -176,6 +190,8 @@ class RunRecorder:
         self.events: list[Any] = []
         self.transitions: list[TransitionRecord] = []
         self.machine_transitions: dict[str, list[TransitionRecord]] = {machine: self.transitions}
+        # what was recorded, in order: (None, i) is events[i], (machine, i) that machine's i-th
+        self._order: list[tuple[str | None, int]] = []
         self.end_reason: str | None = None
         self.event_count = 0
         self.error: Exception | None = None
@@ -226,6 +242,7 @@ class RunRecorder:
             return
         if kept is not None:
             self.events.append(kept)
+            self._order.append((None, len(self.events) - 1))
         self._record({"kind": "event", "event": data})
 
     def on_transition(self, record: Any) -> None:
@@ -240,7 +257,9 @@ class RunRecorder:
         rec = TransitionRecord(
             int(record.index), str(record.trigger), str(record.source), str(record.dest)
         )
-        self.machine_transitions.setdefault(machine, []).append(rec)
+        records = self.machine_transitions.setdefault(machine, [])
+        records.append(rec)
+        self._order.append((machine, len(records) - 1))
         self._record(
             {
                 "kind": "transition",
@@ -346,6 +365,7 @@ class RunRecorder:
             machine=self.machine,
             events=list(self.events),
             machines={name: list(recs) for name, recs in self.machine_transitions.items()},
+            order=list(self._order),
         )
 
 
@@ -359,12 +379,15 @@ class RecordedRun:
 
     ``events``: the validated agent events, in order. ``machines``: every recorded machine's
     transitions, in order. ``machine``: the recording's main machine (``agent_loop`` for a
-    loop run); :attr:`transitions` are its transitions.
+    loop run); :attr:`transitions` are its transitions. ``order``: every record in the order it
+    was written, ``(None, i)`` for ``events[i]`` and ``(name, i)`` for ``machines[name][i]``
+    (see :meth:`events_after`).
     """
 
     machine: str
     events: list[Any] = field(default_factory=list)
     machines: dict[str, list[TransitionRecord]] = field(default_factory=dict)
+    order: list[tuple[str | None, int]] = field(default_factory=list)
 
     @property
     def transitions(self) -> list[TransitionRecord]:
@@ -378,6 +401,159 @@ class RecordedRun:
                 reason: str = event.reason
                 return reason
         return None
+
+    def last_run_messages(self) -> list[Any]:
+        """The messages of the last run: its ``agent_end``'s, or for a run that has none (the
+        recording stops mid-run) those of the ``message_end`` events since its ``agent_start``."""
+        start = max(
+            (i for i, e in enumerate(self.events) if getattr(e, "type", None) == "agent_start"),
+            default=0,
+        )
+        ended: list[Any] = []
+        for event in self.events[start:]:
+            kind = getattr(event, "type", None)
+            if kind == "agent_end":
+                return list(event.messages)
+            if kind == "message_end":
+                ended.append(event.message)
+        return ended
+
+    @property
+    def error(self) -> str | None:
+        """Why the last run ended in an error or an abort (:func:`run_error`); None when it
+        did not, or when the recording holds no events."""
+        return run_error(self.last_run_messages(), self.end_reason)
+
+    @property
+    def tool_errors(self) -> list[str]:
+        """Every tool result of the recording that was an error, as ``tool: text``
+        (:func:`tool_errors`), every run's, in order."""
+        return tool_errors(
+            e.message
+            for e in self.events
+            if getattr(e, "type", None) == "message_end"
+            and getattr(e.message, "role", None) == "toolResult"
+        )
+
+    def events_after(self, machine: str | None = None) -> list[list[Any]]:
+        """For each transition of ``machine`` (default: the main one), the events recorded
+        after it and before the next one, in order; events recorded before its first
+        transition go with the first. Events are delivered once the machine has taken every
+        transition an input caused, so an event may be listed a step or two after the
+        transition whose emit action produced it. Empty lists when no events were kept."""
+        name = self.machine if machine is None else machine
+        out: list[list[Any]] = [[] for _ in self.machines.get(name, [])]
+        if not out:
+            return out
+        at = 0
+        for who, i in self.order:
+            if who is None and i < len(self.events):
+                out[at].append(self.events[i])
+            elif who == name:
+                at = min(i, len(out) - 1)
+        return out
+
+    def summary(self) -> str:
+        """A few lines for a person: what the recording holds and how its last run ended,
+        with the error text when it ended in an error or an abort, and the tool errors.
+
+        ::
+
+            agent_loop: 9 transitions, 20 events
+            ended: error: model overloaded
+            tool errors (1): add: no threes today
+        """
+        others = ", ".join(
+            f"{_count(len(r), 'transition')} of {n}"
+            for n, r in self.machines.items()
+            if r and n != self.machine
+        )
+        lines = [
+            f"{self.machine}: {_count(len(self.transitions), 'transition')}, "
+            f"{_count(len(self.events), 'event')}" + (f" (and {others})" if others else "")
+        ]
+        reason = self.end_reason
+        if reason is None:
+            lines.append("ended: no agent_end recorded")
+        else:
+            error = self.error
+            lines.append(f"ended: {reason}" + (f": {error}" if error else ""))
+        errors = self.tool_errors
+        if errors:
+            lines.append(f"tool errors ({len(errors)}): " + "; ".join(errors))
+        return "\n".join(lines)
+
+
+_BAD_ENDS = ("error", "aborted")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _text_of(message: Any) -> str:
+    content = getattr(message, "content", None)
+    if isinstance(content, str):
+        return content
+    parts = [getattr(b, "text", None) for b in content or ()]
+    return " ".join(p for p in parts if isinstance(p, str)).strip()
+
+
+def run_error(messages: Iterable[Any], reason: str | None = None) -> str | None:
+    """The error text of a run that ended in an error or an abort, from its ``messages`` and
+    its ``agent_end`` ``reason``: the ``error_message`` of its last assistant message when that
+    one stopped with ``error`` or ``aborted`` (a failed model call, or the failure message of a
+    failure elsewhere); else, when ``reason`` says the run ended badly, its last failed tool
+    result (``tool: text``, e.g. an abort while tools ran), else ``ended with reason ...``.
+    None for a run that ended well (``completed``/``stopped``) or whose end is unknown and
+    whose last assistant message did not fail."""
+    if reason in ("completed", "stopped"):
+        return None
+    items = list(messages)
+    for message in reversed(items):
+        if getattr(message, "role", None) == "assistant":
+            if getattr(message, "stop_reason", None) in _BAD_ENDS:
+                text = getattr(message, "error_message", None)
+                return str(text) if text else f"the model call ended with {message.stop_reason!r}"
+            break
+    if reason not in _BAD_ENDS:
+        return None
+    failed = tool_errors(m for m in items if getattr(m, "role", None) == "toolResult")
+    return failed[-1] if failed else f"the run ended with reason {reason!r}"
+
+
+def tool_errors(messages: Iterable[Any]) -> list[str]:
+    """Each tool result among ``messages`` that is an error, as ``tool: text``."""
+    return [
+        f"{getattr(m, 'tool_name', '?')}: {_text_of(m) or '(no text)'}"
+        for m in messages
+        if getattr(m, "role", None) == "toolResult" and getattr(m, "is_error", False)
+    ]
+
+
+def describe_event(event: Any) -> str:
+    """A short label of an agent event, as the steps of a run list it: ``turn_start``,
+    ``message_end(assistant: error)``, ``tool_execution_end(add: error)``,
+    ``agent_end(completed)``."""
+    kind = str(getattr(event, "type", "?"))
+    if kind in ("message_start", "message_end"):
+        message = event.message
+        role = str(getattr(message, "role", "?"))
+        stop = getattr(message, "stop_reason", None)
+        if getattr(message, "is_error", False):
+            role += ": error"
+        elif stop in _BAD_ENDS:
+            role += f": {stop}"
+        return f"{kind}({role})"
+    if kind == "message_update":
+        return f"message_update({event.assistant_message_event.type})"
+    if kind in ("tool_execution_start", "tool_execution_update"):
+        return f"{kind}({event.tool_name})"
+    if kind == "tool_execution_end":
+        return f"{kind}({event.tool_name}{': error' if event.is_error else ''})"
+    if kind == "agent_end":
+        return f"agent_end({event.reason})"
+    return kind
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -449,6 +625,7 @@ def load_run(path: str | os.PathLike[str]) -> RecordedRun:
             except ValueError as exc:
                 raise RunFileError(f"{where}: invalid event: {exc}") from None
             run.events.append(event)
+            run.order.append((None, len(run.events) - 1))
         elif kind == "transition":
             try:
                 record = TransitionRecord(
@@ -460,7 +637,9 @@ def load_run(path: str | os.PathLike[str]) -> RecordedRun:
                 machine = _field(obj, "machine", str)
             except (KeyError, TypeError) as exc:
                 raise RunFileError(f"{where}: invalid transition: {exc}") from None
-            run.machines.setdefault(machine, []).append(record)
+            records = run.machines.setdefault(machine, [])
+            records.append(record)
+            run.order.append((machine, len(records) - 1))
         else:
             raise RunFileError(f"{where}: unknown record kind {kind!r}")
     if run is None:

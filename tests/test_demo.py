@@ -7,11 +7,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentcore_fsm import cli
+from agentcore_fsm import cli, demo
 from agentcore_fsm.demo import STEERING, file_tools, make_workspace
+from agentcore_fsm.providers.faux import FauxError, faux_response
 
 
 def run_demo(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -46,29 +48,50 @@ def test_demo_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert len(starts) == 3 and len(ends) == 3
     assert max(starts) < min(ends)
 
-    # the steering message arrives while tools run and is injected before the next model call
-    sent = lines.index("    (meanwhile the user sends a steering message)")
+    # the steering message is sent while the reads run (after they started, before any
+    # result), and injected before the next model call
+    sent = lines.index("    (while the reads run, the user sends a steering message)")
     injected = lines.index(f"user (steering) > {STEERING}")
     turn3 = lines.index("--- turn 3 ---")
     vat_reply = next(i for i, line in enumerate(lines) if "the 20% VAT you asked for" in line)
-    assert max(ends) < sent + 1 < turn3 < injected < vat_reply
+    assert max(starts) < sent < min(ends)
+    assert max(ends) < turn3 < injected < vat_reply
+    assert out.count("the user sends a steering message") == 1
 
     # every transition is shown; the counts agree with the summary line
     fsm = [line.strip() for line in lines if line.strip().startswith("[fsm] ")]
     assert fsm[0] == "[fsm] idle -(start)-> awaiting_steering"
     assert fsm[-1] == "[fsm] awaiting_follow_up -(skip_follow_up_poll)-> stopped"
     assert f"{len(fsm)} transitions, 6 tool results, final state: stopped" in lines
+    assert "outcome: completed" in lines
     assert "agent_end: reason=completed, 12 new messages" in lines
 
-    # the diagram file: where the transcript says, naming the final state
+    # the diagram file: where the transcript says, naming the final state, the path drawn
     assert f"run diagram (Mermaid): {target}" in lines
     diagram = target.read_text(encoding="utf-8")
     assert f"{len(fsm)} transitions, ended: completed" in diagram
-    assert "stateDiagram-v2" in diagram
+    assert "flowchart TB" in diagram
     assert "class stopped current" in diagram
-    assert "note right of stopped : final state" in diagram
-    assert "closing_turn --> awaiting_steering : 4\u00d7 proceeded" in diagram
-    assert "1\u00d7 steering_polled [has_new_messages]" in diagram
+    assert 'stopped("<b>stopped</b><br/><b>final state</b>")' in diagram
+    assert 'closing_turn -->|"<b>4\u00d7 proceeded</b>"| awaiting_steering' in diagram
+    assert "<b>1\u00d7 steering_polled [has_new_messages]</b>" in diagram
+    styles = re.findall(r"^    linkStyle \d+ (.*)$", diagram, re.MULTILINE)
+    arrows = {re.sub(r"-\(\w+\)->", "->", x) for x in fsm}  # one arrow per pair of states
+    assert sum("stroke:#2b6cb0" in x for x in styles) == len(arrows) + 2  # + start and end
+    assert not any("#c53030" in x for x in styles)  # nothing red in a clean run
+
+    # the steps, in order, next to it
+    steps = target.with_name("run-steps.md")
+    assert f"run steps (Markdown): {steps}" in lines
+    rows = [x for x in steps.read_text(encoding="utf-8").splitlines() if re.match(r"\| \d+ \|", x)]
+    assert len(rows) == len(fsm)
+    for number, (row, shown) in enumerate(zip(rows, fsm, strict=True), 1):
+        match = re.fullmatch(r"\[fsm\] (\w+) -\((\w+)\)-> (\w+)", shown)
+        assert match is not None
+        source, trigger, dest = match.groups()
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[0] == str(number) and cells[1].strip("*") == trigger
+        assert cells[2] == f"{source} \u2192 {dest}"
     svg = target.with_suffix(".svg")
     if shutil.which("dot") is not None:
         assert f"run diagram (SVG): {svg}" in lines
@@ -87,7 +110,8 @@ def test_demo_default_output_goes_to_a_fresh_temporary_directory(
     try:
         assert path.is_file()
         assert path.name == "run.mmd" and path.parent.name.startswith("agentcore-fsm-demo-")
-        assert "note right of stopped : final state" in path.read_text(encoding="utf-8")
+        assert "<b>final state</b>" in path.read_text(encoding="utf-8")
+        assert (path.parent / "run-steps.md").is_file()
     finally:
         shutil.rmtree(path.parent)
 
@@ -107,6 +131,61 @@ def test_demo_command_in_a_subprocess_leaves_the_working_directory_alone(tmp_pat
     assert "4490.10 EUR" in proc.stdout
     assert target.is_file()
     assert list(work.iterdir()) == []
+
+
+# --- a run that goes wrong ------------------------------------------------------------------
+
+
+def test_a_failed_run_says_why_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = demo.scripted_model()
+    monkeypatch.setattr(demo, "scripted_model", lambda: [*script[:2], FauxError("overloaded")])
+    target = tmp_path / "run.mmd"
+    code = cli.main(["demo", "--delay", "0", "--out", str(target)])
+    out, err = capsys.readouterr()
+    assert code == 1
+    lines = out.splitlines()
+    assert "assistant ! error: overloaded" in lines  # in the transcript, where it happened
+    assert "outcome: error: overloaded" in lines  # in the closing lines
+    assert err == "agentcore-fsm demo: the run ended with an error: overloaded\n"
+    diagram = target.read_text(encoding="utf-8")
+    # in the diagram, inside the state where the model call failed, and the arrow out is red
+    assert (
+        'streaming("<b>streaming</b><br/><i>call_model</i><br/><b>error here</b><br/>overloaded")'
+        in diagram
+    )
+    assert "class streaming incident" in diagram
+    assert "ended: error" in diagram.splitlines()[1]
+    steps = target.with_name("run-steps.md").read_text(encoding="utf-8")
+    assert "- error: overloaded" in steps
+    assert "*model_finished* (error here) | streaming \u2192 stopped" in steps
+
+
+def test_a_run_that_completes_despite_a_tool_error_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    look = demo.scripted_model()[0]
+
+    def read_missing(context: Any) -> Any:
+        return faux_response("Reading it.", tool_calls=[demo._call("read_file", {"path": "x"}, 1)])
+
+    def give_up(context: Any) -> Any:
+        return faux_response("There is no such file.")
+
+    monkeypatch.setattr(demo, "scripted_model", lambda: [look, read_missing, give_up])
+    target = tmp_path / "run.mmd"
+    code = cli.main(["demo", "--delay", "0", "--out", str(target)])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert any(re.match(r"\s+error read_file -> .*No such file", x) for x in lines)
+    outcome = next(x for x in lines if x.startswith("outcome: "))
+    assert outcome.startswith("outcome: completed despite 1 tool error(s): read_file: ")
+    diagram = target.read_text(encoding="utf-8")
+    assert "ended: completed despite 1 tool error" in diagram.splitlines()[1]
+    assert "class stopped warned" in diagram
+    assert "<b>final state</b><br/>completed despite 1 tool error#58;<br/>read_file#58; " in diagram
 
 
 # --- the file tools -------------------------------------------------------------------------

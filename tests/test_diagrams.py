@@ -1,8 +1,10 @@
 """Diagrams of the declared machines (static) and of runs on them.
 
-The Mermaid output is read back by a small stateDiagram-v2 parser written here, so that the tests
-check what a reader of the diagram sees: every declared state and transition (trigger, guards,
-emits), and for a run, the counts on the transitions it took.
+The Mermaid output is read back by a small parser written here (``stateDiagram-v2`` for the
+static diagrams, ``flowchart`` for run views), so that the tests check what a reader of the
+diagram sees: every declared state and transition (trigger, guards, emits), and for a run, the
+counts on the transitions it took and how each arrow is styled. tests/test_mermaid_render.py
+renders the same text with the real Mermaid in a browser.
 """
 
 from __future__ import annotations
@@ -49,7 +51,10 @@ from agentcore_fsm.diagrams import (
     GraphvizNotFoundError,
     RunView,
     render,
+    run_steps,
     run_view,
+    steps_markdown,
+    steps_mermaid,
     svg_is_current,
     to_dot,
     to_mermaid,
@@ -57,7 +62,7 @@ from agentcore_fsm.diagrams import (
     view_of_recording,
 )
 from agentcore_fsm.providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
-from agentcore_fsm.recorder import RunRecorder, load_run
+from agentcore_fsm.recorder import RunRecorder, describe_event, load_run
 from tests.readme_sections import section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +73,7 @@ needs_dot = pytest.mark.skipif(not HAS_DOT, reason="Graphviz `dot` is not instal
 TIMES = "\N{MULTIPLICATION SIGN}"
 
 
-# --- a small stateDiagram-v2 parser -------------------------------------------------------------
+# --- a small parser of the Mermaid these diagrams use ---------------------------------------------
 
 _ENTITIES = {"#35;": "#", "#59;": ";", "#58;": ":", "#lt;": "<", "#gt;": ">", "#quot;": '"'}
 _ID = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -80,8 +85,19 @@ class MermaidSyntaxError(ValueError):
 
 
 @dataclass
+class Link:
+    """One arrow of a flowchart: its ends (state names), whether dashed, label and style."""
+
+    source: str
+    dest: str
+    dashed: bool
+    label: str
+    style: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class Mermaid:
-    """What a stateDiagram-v2 text says, as far as these diagrams use the syntax."""
+    """What a stateDiagram-v2 or flowchart text says, as far as these diagrams use the syntax."""
 
     title: str | None = None
     states: dict[str, str] = field(default_factory=dict)  # id -> name
@@ -96,7 +112,10 @@ class Mermaid:
     counts: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     class_defs: set[str] = field(default_factory=set)
     classes: dict[str, str] = field(default_factory=dict)  # state name -> class
-    notes: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # a run's mark in (or beside) a state
+    details: dict[str, list[str]] = field(default_factory=dict)  # lines under a state's mark
+    kind: str = "stateDiagram-v2"
+    links: list[Link] = field(default_factory=list)  # a flowchart's arrows, in order
 
 
 def _unescape(text: str) -> str:
@@ -118,7 +137,7 @@ def _parse_label(label: str) -> list[tuple[int | None, list[str], str, tuple[str
             entries[-1][3].extend(x.strip() for x in text.split(",") if x.strip())
             continuing = line.endswith(",")
             continue
-        match = _HEAD.match(line)
+        match = _HEAD.match(re.sub(r"</?b>", "", line))
         if match is None:
             raise MermaidSyntaxError(f"not a 'trigger [guards]' line: {line!r}")
         count = int(match.group(1)) if match.group(1) else None
@@ -136,8 +155,10 @@ def parse_mermaid(text: str) -> Mermaid:
             if key == "title":
                 out.title = value.strip('"')
         lines = lines[end + 1 :]
+    if lines and lines[0].strip() == "flowchart TB":
+        return _parse_flowchart(lines[1:], out)
     if not lines or lines[0].strip() != "stateDiagram-v2":
-        raise MermaidSyntaxError("does not start with stateDiagram-v2")
+        raise MermaidSyntaxError("does not start with stateDiagram-v2 or flowchart TB")
 
     def state(token: str) -> str:
         return out.states.setdefault(token, token)
@@ -177,6 +198,80 @@ def parse_mermaid(text: str) -> Mermaid:
             out.notes[out.states[m.group(1)]] = _unescape(m.group(2))
         else:
             raise MermaidSyntaxError(f"line {number}: cannot parse {line!r}")
+    return out
+
+
+def _parse_flowchart(lines: list[str], out: Mermaid) -> Mermaid:
+    """A run view: rounded states whose label is the name (bold), the effect (italic), a mark
+    (bold) and detail lines; terminals ``((" "))`` (start) and ``(((" ")))`` (end); labelled
+    arrows, solid or dashed; one ``linkStyle`` per arrow; classes."""
+    out.kind = "flowchart"
+    start = end = None
+    ids: dict[str, str] = {}  # id -> state name
+    for number, raw in enumerate(lines, 2):
+        line = raw.strip()
+        if not line or line.startswith("%%"):
+            continue
+        if m := re.fullmatch(rf'({_ID})\(\(\(" "\)\)\)', line):
+            end = m.group(1)
+        elif m := re.fullmatch(rf'({_ID})\(\(" "\)\)', line):
+            start = m.group(1)
+        elif m := re.fullmatch(rf'({_ID})\("([^"]*)"\)', line):
+            first, *rest = m.group(2).split("<br/>")
+            name_match = re.fullmatch(r"<b>([^<]*)</b>", first)
+            if name_match is None:
+                raise MermaidSyntaxError(f"line {number}: a state label without a bold name")
+            name = _unescape(name_match.group(1))
+            ids[m.group(1)] = name
+            out.states[m.group(1)] = name
+            if rest and (effect := re.fullmatch(r"<i>([^<]*)</i>", rest[0])):
+                out.descriptions[name] = _unescape(effect.group(1))
+                rest = rest[1:]
+            if rest:
+                mark = re.fullmatch(r"<b>([^<]*)</b>", rest[0])
+                if mark is None:
+                    raise MermaidSyntaxError(f"line {number}: detail lines without a mark")
+                out.notes[name] = _unescape(mark.group(1))
+                out.details[name] = [_unescape(x) for x in rest[1:]]
+        elif m := re.fullmatch(rf'({_ID}) (-->|-\.->)(?:\|"([^"]*)"\|)? ({_ID})', line):
+            source, arrow, label, dest = m.groups()
+            for token in (source, dest):
+                if token not in ids and token not in (start, end):
+                    raise MermaidSyntaxError(f"line {number}: {token!r} was not declared")
+            if source == start:
+                out.initial = ids[dest]
+            elif dest == end:
+                out.final = ids[source]
+            else:
+                if not label:
+                    raise MermaidSyntaxError(f"line {number}: an arrow between states unlabelled")
+                for count, triggers, conds, emits in _parse_label(label):
+                    for trigger in triggers:
+                        key = (ids[source], ids[dest], trigger, conds)
+                        out.transitions[(*key, emits)] += 1
+                        if count is not None:
+                            out.counts[key] = count
+            names = {**ids, start: "[*]", end: "[*]"}
+            out.links.append(Link(names[source], names[dest], arrow == "-.->", label or ""))
+        elif m := re.fullmatch(r"linkStyle (\d+) (\S+(?: \S+)*)", line):
+            index = int(m.group(1))
+            if index >= len(out.links) or out.links[index].style:
+                raise MermaidSyntaxError(f"line {number}: linkStyle {index} names no new arrow")
+            pairs = (item.split(":", 1) for item in m.group(2).split(","))
+            out.links[index].style = {k: v for k, v in pairs}
+        elif m := re.fullmatch(rf"classDef ({_ID}) (\S+)", line):
+            out.class_defs.add(m.group(1))
+        elif m := re.fullmatch(rf"class ({_ID}(?:,{_ID})*) ({_ID})", line):
+            if m.group(2) not in out.class_defs:
+                raise MermaidSyntaxError(f"line {number}: class {m.group(2)!r} is not defined")
+            for token in m.group(1).split(","):
+                if token in ids:
+                    out.classes[ids[token]] = m.group(2)
+        else:
+            raise MermaidSyntaxError(f"line {number}: cannot parse {line!r}")
+    unstyled = [n for n, link in enumerate(out.links) if not link.style]
+    if unstyled:
+        raise MermaidSyntaxError(f"arrows without a linkStyle: {unstyled}")
     return out
 
 
@@ -552,7 +647,11 @@ def _add_tool() -> AgentTool:
 
 
 async def _record(
-    tmp_path: Path, script: list[Any], tools: list[AgentTool], **kw: Any
+    tmp_path: Path,
+    script: list[Any],
+    tools: list[AgentTool],
+    config: dict[str, Any] | None = None,
+    **kw: Any,
 ) -> tuple[Path, list[TransitionRecord]]:
     path = tmp_path / "run.jsonl"
     taken: list[TransitionRecord] = []
@@ -565,7 +664,7 @@ async def _record(
         await run_agent_loop(
             [UserMessage(content="add 1 and 2, then 3 and 4")],
             AgentContext(tools=tools),
-            AgentLoopConfig(model=MODEL),
+            AgentLoopConfig(model=MODEL, **(config or {})),
             rec,
             stream_fn=FauxProvider(script),
             on_transition=on_transition,
@@ -611,6 +710,37 @@ def _svg_taken(svg: str) -> dict[str, set[tuple[str, str]]]:
     return out
 
 
+PATH_BLUE, INCIDENT_RED, FADED = "#2b6cb0", "#c53030", "#cbd5e0"
+
+
+def arrows(taken: list[TransitionRecord]) -> set[tuple[str, str, bool]]:
+    """The arrows a run took: (source, dest, exceptional)."""
+    return {(r.source, r.dest, r.trigger in ("abort", "fail")) for r in taken}
+
+
+def check_link_styles(
+    parsed: Mermaid, taken: list[TransitionRecord], red: tuple[str, str, bool] | None = None
+) -> None:
+    """Every arrow between states: thick blue if the run took it (red: the fatal one), thin and
+    faded if not; exceptional arrows dashed."""
+    assert parsed.kind == "flowchart"
+    went = arrows(taken)
+    for link in parsed.links:
+        if "[*]" in (link.source, link.dest):
+            continue
+        key = (link.source, link.dest, link.dashed)
+        width = float(link.style["stroke-width"].removesuffix("px"))
+        if key in went:
+            assert link.style["stroke"] == (INCIDENT_RED if key == red else PATH_BLUE), key
+            assert width >= 3, key
+            assert f"{TIMES} " in link.label, key
+        else:
+            assert link.style["stroke"] == FADED and width == 1, key
+    assert {(x.source, x.dest, x.dashed) for x in parsed.links} >= went
+    reds = [(x.source, x.dest, x.dashed) for x in parsed.links if x.style["stroke"] == INCIDENT_RED]
+    assert reds == ([red] if red else [])
+
+
 @pytest.mark.anyio
 async def test_the_highlighted_path_is_the_path_taken(tmp_path: Path) -> None:
     path, taken = await _record(tmp_path, _tool_script(), [_add_tool()])
@@ -626,6 +756,8 @@ async def test_the_highlighted_path_is_the_path_taken(tmp_path: Path) -> None:
     parsed = parse_mermaid(to_mermaid(decl, view))
     assert parsed.counts == dict(_expected_counts(decl, taken))
     assert parsed.transitions == declared(decl)  # the whole machine is still drawn
+    check_link_styles(parsed, taken)
+    assert parsed.initial == "idle" and parsed.final == "stopped"
     visited = {r.source for r in taken} | {r.dest for r in taken}
     assert parsed.classes["stopped"] == "current"
     assert {s for s, c in parsed.classes.items() if c == "visited"} == visited - {"stopped"}
@@ -654,13 +786,17 @@ async def test_a_failed_run_marks_where_it_failed(tmp_path: Path) -> None:
     decl, view = view_of_recording(path)
     assert taken[-1].source == "streaming"  # the second model call failed
     assert view.outcome == "error" and view.incident == "streaming"
+    assert view.error == "model overloaded"
     parsed = parse_mermaid(to_mermaid(decl, view))
     assert parsed.classes["streaming"] == "incident"
     assert parsed.classes["stopped"] == "current"
     assert parsed.notes == {"streaming": "error here", "stopped": "final state"}
+    assert parsed.details["streaming"] == ["model overloaded"]  # why, where it happened
     assert parsed.counts == dict(_expected_counts(decl, taken))
+    check_link_styles(parsed, taken, red=("streaming", "stopped", False))
     source = to_dot(decl, view)
     assert re.search(r'"streaming" \[.*class="incident"', source)
+    assert re.search(r'"streaming" \[label=<[^\n]*model overloaded', source)
     assert re.search(r'id="edge-streaming-stopped", [^\n]*color="#c53030"', source)
     if HAS_DOT:
         svg = render(decl, "svg", view)
@@ -685,8 +821,62 @@ async def test_an_aborted_run_marks_where_it_was_aborted(tmp_path: Path) -> None
     parsed = parse_mermaid(to_mermaid(decl, view))
     assert parsed.classes["executing"] == "incident"
     assert parsed.notes["executing"] == "aborted here"
+    assert view.error is not None and view.error.startswith("add: ")
+    assert parsed.details["executing"] == [view.error]
     assert parsed.counts[("executing", "stopped", "abort", "")] == 1
+    check_link_styles(parsed, taken, red=("executing", "stopped", True))
     assert 'id="edge-executing-stopped-x"' in to_dot(decl, view)
+
+
+@pytest.mark.anyio
+async def test_a_failure_outside_a_model_call_is_red_and_dashed(tmp_path: Path) -> None:
+    def steering() -> Any:
+        raise RuntimeError("the steering queue is gone")
+
+    path, taken = await _record(
+        tmp_path, _tool_script(), [_add_tool()], {"get_steering_messages": steering}
+    )
+    decl, view = view_of_recording(path)
+    assert taken[-1].trigger == "fail"
+    assert view.error is not None and "the steering queue is gone" in view.error
+    parsed = parse_mermaid(to_mermaid(decl, view))
+    check_link_styles(parsed, taken, red=(taken[-1].source, "stopped", True))
+    assert parsed.notes[taken[-1].source] == "error here"
+    assert any("the steering queue is gone" in x for x in parsed.details[taken[-1].source])
+
+
+@pytest.mark.anyio
+async def test_a_run_that_completed_despite_a_tool_error_is_marked(tmp_path: Path) -> None:
+    async def execute(call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        if params["a"] == 3:
+            raise ValueError("no threes today")
+        return AgentToolResult(content=[TextContent(text=str(params["a"] + params["b"]))])
+
+    tool = AgentTool(name="add", description="", parameters={"type": "object"}, execute=execute)
+    path, taken = await _record(tmp_path, _tool_script(), [tool])
+    decl, view = view_of_recording(path)
+    assert view.outcome == "completed" and view.incident is None and view.error is None
+    assert view.tool_errors == ("add: no threes today", "add: no threes today")
+    assert view.despite_tool_errors
+    parsed = parse_mermaid(to_mermaid(decl, view))
+    check_link_styles(parsed, taken)  # the path is the same as a clean run's ...
+    assert parsed.title is not None  # ... but the title, the final state and its class say it
+    assert parsed.title.endswith("ended: completed despite 2 tool errors")
+    assert parsed.classes["stopped"] == "warned"
+    assert parsed.notes["stopped"] == "final state"
+    assert parsed.details["stopped"] == [
+        "completed despite 2 tool errors:",
+        "add: no threes today",
+        "add: no threes today",
+    ]
+    source = to_dot(decl, view)
+    assert re.search(
+        r'"stopped" \[[^\n]*completed despite 2 tool errors:[^\n]*class="warned"', source
+    )
+    assert "orange: tool errors" in source
+    clean = run_view(decl, taken, outcome="completed")
+    assert not clean.despite_tool_errors
+    assert parse_mermaid(to_mermaid(decl, clean)).classes["stopped"] == "current"
 
 
 def test_a_live_machine_marks_its_current_state() -> None:
@@ -834,6 +1024,187 @@ def test_cli_renders_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixtur
     if HAS_DOT:
         assert diagram_cli.main(["--run", str(path), "--out", str(tmp_path / "r.png")]) == 0
         assert (tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")
+
+
+# --- the steps of a run, in order ---------------------------------------------------------------
+
+
+def _table_rows(markdown: str) -> list[list[str]]:
+    """The body rows of the (one) Markdown table, as cells (``\\|`` is a pipe in a cell)."""
+    rows = []
+    for line in markdown.splitlines():
+        if re.match(r"\| \d+ \|", line):
+            cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+            rows.append([c.strip().replace("\\|", "|") for c in cells])
+    return rows
+
+
+@pytest.mark.anyio
+async def test_the_steps_of_a_recorded_run_are_in_order(tmp_path: Path) -> None:
+    path, taken = await _record(tmp_path, _tool_script(), [_add_tool()])
+    decl, view = view_of_recording(path)
+    steps = run_steps(decl, view)
+    assert [(s.number, s.index, s.source, s.dest) for s in steps] == [
+        (n, r.index, r.source, r.dest) for n, r in enumerate(taken, 1)
+    ]
+    for step in steps:
+        spec = decl.transitions[step.index]
+        assert step.trigger == spec.trigger
+        assert step.guards == (*spec.guards, *(f"not {g}" for g in spec.unless))
+        # passed over: exactly the transitions tried first for the same trigger and state
+        tried = [
+            t.index
+            for t in decl.transitions
+            if t.trigger == spec.trigger and step.source in t.source and t.index < spec.index
+        ]
+        assert [t.index for t in step.passed_over] == tried
+        assert step.auto == (spec.trigger not in decl.inputs)
+    by_trigger = {s.trigger: s for s in steps}
+    # the model's first answer had tool calls: the aborted/errored/truncated checks came first
+    finished = by_trigger["model_finished"]
+    assert [t.guards for t in finished.passed_over][:2] == [
+        ("assistant_aborted",),
+        ("assistant_errored",),
+    ]
+    # every recorded event is listed once, in order, after some step
+    run = load_run(path)
+    listed = [e for s in steps for e in s.events]
+    assert listed == [describe_event(e) for e in run.events]
+    assert steps[-1].events[-1] == "agent_end(completed)"
+
+    table = steps_markdown(decl, view)
+    assert table.startswith(f"## {diagrams.diagram_title(decl, view)}\n")
+    rows = _table_rows(table)
+    assert len(rows) == len(taken)
+    for row, step in zip(rows, steps, strict=True):
+        assert row[0] == str(step.number)
+        assert row[1].strip("*") == step.trigger
+        assert row[2] == f"{step.source} \u2192 {step.dest}"
+        assert row[3] == ", ".join(step.guards)
+        assert row[5] == ", ".join(step.emits)
+    assert "events recorded after" in table
+
+    sequence = steps_mermaid(decl, view)
+    messages = re.findall(r"^    (s\d+)(->>|-->>|-x|--x)(s\d+): (\w+)", sequence, re.MULTILINE)
+    assert [m[3] for m in messages] == [s.trigger for s in steps]
+    assert "    autonumber" in sequence
+    assert not any(m[1].endswith("x") for m in messages)  # nothing went wrong
+
+
+@pytest.mark.anyio
+async def test_the_steps_of_a_failed_run_mark_the_step_and_say_why(tmp_path: Path) -> None:
+    script = [_tool_script()[0], FauxError("model | overloaded")]
+    path, taken = await _record(tmp_path, script, [_add_tool()])
+    decl, view = view_of_recording(path)
+    steps = run_steps(decl, view)
+    assert [s.number for s in steps if s.incident] == [len(taken)]
+    table = steps_markdown(decl, view)
+    assert "- error: model \\| overloaded" in table  # a pipe cannot end the cell early
+    rows = _table_rows(table)
+    assert rows[-1][1] == "*model_finished* (error here)"
+    assert all("error here" not in row[1] for row in rows[:-1])
+    sequence = steps_mermaid(decl, view)
+    assert re.search(r"^    s\d+-xs\d+: model_finished \[assistant_errored\]", sequence, re.M)
+    assert "Note over" in sequence and "error here#58; model | overloaded" in sequence
+
+
+def test_steps_without_events_and_of_an_empty_run() -> None:
+    decl = load_declaration("agent_loop")
+    walk = _walk(decl)
+    view = run_view(decl, walk)
+    table = steps_markdown(decl, view)
+    assert len(_table_rows(table)) == len(walk)
+    assert "events recorded after" not in table  # nothing was recorded: no such column
+    assert "No transition was taken." in steps_markdown(decl, run_view(decl, []))
+    with pytest.raises(ValueError, match="1 lists of events for 2 transitions"):
+        run_view(decl, walk[:2], events=[["agent_start"]])
+    with pytest.raises(ValueError, match="unknown steps format"):
+        diagrams.render_steps(decl, view, "dot")  # type: ignore[arg-type]
+
+
+def test_cli_lists_the_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async def main() -> Path:
+        path, _ = await _record(tmp_path, _tool_script(), [_add_tool()])
+        return path
+
+    path = anyio.run(main)
+    decl, view = view_of_recording(path)
+    assert agent_cli.main(["diagram", "--run", str(path), "--steps"]) == 0
+    assert capsys.readouterr().out == steps_markdown(decl, view)
+    assert diagram_cli.main(["--run", str(path), "--steps", "--format", "mermaid"]) == 0
+    assert capsys.readouterr().out == steps_mermaid(decl, view)
+    out = tmp_path / "steps.mmd"
+    assert diagram_cli.main(["--run", str(path), "--steps", "--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == steps_mermaid(decl, view)
+    md = tmp_path / "steps.md"
+    assert diagram_cli.main(["--run", str(path), "--steps", "--out", str(md)]) == 0
+    assert md.read_text(encoding="utf-8") == steps_markdown(decl, view)
+    capsys.readouterr()
+    bad = [
+        (["--run", str(path), "--steps", "--format", "svg"], "not --format svg"),
+        (["--run", str(path), "--steps", "--out", str(tmp_path / "s.svg")], "does not fit"),
+        (["--run", str(path), "--steps", "--format", "mermaid", "--out", str(md)], "fit"),
+        (["--steps"], "--steps only goes with --run"),
+        (["--format", "markdown"], "--format markdown only goes with --steps"),
+        (["--regenerate", "--steps"], "--regenerate takes no"),
+    ]
+    for argv, message in bad:
+        try:
+            status = diagram_cli.main(argv)
+        except SystemExit as exc:  # argparse's own errors
+            status = exc.code  # type: ignore[assignment]
+        assert status == 2, argv
+        assert message in capsys.readouterr().err, argv
+
+
+def test_a_run_view_with_awkward_names() -> None:
+    decl = parse_declaration(AWKWARD)
+    records = [
+        TransitionRecord(0, "go", "new-item", "end"),
+        TransitionRecord(1, "next", "end", "open"),
+        TransitionRecord(2, "fail", "open", "x"),
+    ]
+    view = run_view(decl, records, error='it broke: "badly"; #1 <b>')
+    text = to_mermaid(decl, view)
+    parsed = parse_mermaid(text)
+    assert set(parsed.states.values()) == set(decl.states)
+    assert parsed.transitions == declared(decl)
+    assert parsed.details["open"] == ['it broke: "badly"; #1 <b>']
+    assert not re.search(r"^    (end|open|x)\b", text, re.MULTILINE)  # aliased in a flowchart
+    check_link_styles(parsed, records, red=("open", "x", True))
+
+
+AWKWARD = """
+name = "awkward"
+title = "Awkward: names"
+initial = "new-item"
+final = "x"
+[states."new-item"]
+effect = "load #1; then: wait"
+[states.end]
+[states.open]
+[states.start]
+[states.finish]
+[states.x]
+[inputs.go]
+kind = "trigger"
+[inputs.next]
+kind = "trigger"
+[inputs.fail]
+kind = "trigger"
+[[transitions]]
+trigger = "go"
+source = "new-item"
+dest = "end"
+[[transitions]]
+trigger = "next"
+source = "end"
+dest = "open"
+[[transitions]]
+trigger = "fail"
+source = ["open", "start", "finish"]
+dest = "x"
+"""
 
 
 # --- the README section ------------------------------------------------------------------------

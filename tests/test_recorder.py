@@ -29,7 +29,16 @@ from agentcore_fsm.declaration import declaration_names, load_declaration
 from agentcore_fsm.diagrams import view_of_recording
 from agentcore_fsm.events import AGENT_EVENT_ADAPTER
 from agentcore_fsm.providers.faux import FauxProvider, faux_response, faux_tool_call
-from agentcore_fsm.recorder import RUN_FORMAT, RecordedRun, RunFileError, RunRecorder, load_run
+from agentcore_fsm.recorder import (
+    RUN_FORMAT,
+    RecordedRun,
+    RunFileError,
+    RunRecorder,
+    describe_event,
+    load_run,
+    run_error,
+    tool_errors,
+)
 
 MODEL = Model(id="faux-1", provider="faux", api="faux")
 
@@ -489,3 +498,154 @@ def test_values_json_cannot_carry_keep_the_file_strict_json(tmp_path: Path) -> N
         "raw": "<Opaque>",
     }
     assert load_run(path).events[0].result.details["raw"] == "<Opaque>"
+
+
+# --- what went wrong, read back -----------------------------------------------------------------
+
+
+def failing_weather() -> AgentTool:
+    async def execute(call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        raise ValueError(f"no weather for {params['city']}")
+
+    return AgentTool(
+        name="weather",
+        description="The weather in a city.",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+        execute=execute,
+    )
+
+
+async def record(path: Path, responses: list[Any], tool: AgentTool) -> list[TransitionRecord]:
+    taken: list[TransitionRecord] = []
+    with RunRecorder(path, updates=False) as rec:
+
+        def on_transition(record: TransitionRecord) -> None:
+            taken.append(record)
+            rec.on_transition(record)
+
+        await run_agent_loop(
+            [UserMessage(content="Weather in Lyon?")],
+            AgentContext(tools=[tool]),
+            AgentLoopConfig(model=MODEL),
+            rec,
+            stream_fn=FauxProvider(responses),
+            on_transition=on_transition,
+        )
+    return taken
+
+
+@pytest.mark.anyio
+async def test_the_order_of_records_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    taken = await record(path, script(), lookup_tool())
+    run = load_run(path)
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()[1:]]
+    assert [("event" if who is None else "transition") for who, _ in run.order] == [
+        line["kind"] for line in lines
+    ]
+    assert [run.machines[w][i] for w, i in run.order if w is not None] == taken
+    after = run.events_after()
+    assert len(after) == len(taken)
+    assert [e for events in after for e in events] == run.events  # each event once, in order
+    assert after[-1][-1].type == "agent_end"
+    # the same from a live recorder that keeps its events
+    rec = RunRecorder(updates=False)
+    rec.on_transition(TransitionRecord(0, "start", "idle", "awaiting_steering"))
+    rec(AgentStartEvent())
+    rec(TurnStartEvent())
+    recorded = rec.recorded()
+    assert recorded.order == [("agent_loop", 0), (None, 0), (None, 1)]
+    assert recorded.events_after() == [recorded.events]
+    assert RecordedRun(machine="agent_loop").events_after() == []
+
+
+@pytest.mark.anyio
+async def test_a_clean_recording_has_no_error(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    await record(path, script(), lookup_tool())
+    run = load_run(path)
+    assert run.error is None and run.tool_errors == []
+    assert run.summary().splitlines() == [
+        f"agent_loop: {len(run.transitions)} transitions, {len(run.events)} events",
+        "ended: completed",
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_recording_says_why_it_failed(tmp_path: Path) -> None:
+    from agentcore_fsm.providers.faux import FauxError
+
+    path = tmp_path / "run.jsonl"
+    responses = [script()[0], FauxError("the model is overloaded")]
+    await record(path, responses, failing_weather())
+    run = load_run(path)
+    assert run.end_reason == "error"
+    assert run.error == "the model is overloaded"
+    assert run.tool_errors == ["weather: no weather for Lyon"]
+    summary = run.summary().splitlines()
+    assert summary[1] == "ended: error: the model is overloaded"
+    assert summary[2] == "tool errors (1): weather: no weather for Lyon"
+    # and the run diagram says it too
+    _, view = view_of_recording(run)
+    assert view.error == "the model is overloaded" and view.outcome == "error"
+
+
+@pytest.mark.anyio
+async def test_a_recording_that_completed_despite_a_tool_error(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    await record(path, script(), failing_weather())
+    run = load_run(path)
+    assert run.end_reason == "completed" and run.error is None
+    assert run.tool_errors == ["weather: no weather for Lyon"]
+    assert run.summary().splitlines()[1:] == [
+        "ended: completed",
+        "tool errors (1): weather: no weather for Lyon",
+    ]
+
+
+def test_a_recording_cut_short_has_no_end() -> None:
+    run = RecordedRun(machine="agent_loop", events=[AgentStartEvent()])
+    assert run.end_reason is None and run.error is None
+    assert run.summary().splitlines()[1] == "ended: no agent_end recorded"
+    other = RecordedRun(
+        machine="agent_loop",
+        machines={"agent_loop": [], "agent": [TransitionRecord(0, "start", "idle", "running")]},
+    )
+    assert other.summary().splitlines()[0] == (
+        "agent_loop: 0 transitions, 0 events (and 1 transition of agent)"
+    )
+
+
+def test_run_error_and_tool_errors_of_messages() -> None:
+    from agentcore_fsm import AssistantMessage, ToolResultMessage
+
+    failed = AssistantMessage(stop_reason="error", error_message="HTTP 500")
+    aborted = AssistantMessage(stop_reason="aborted", error_message=None)
+    tool = ToolResultMessage(
+        tool_call_id="c1", tool_name="add", content=[TextContent(text="bad")], is_error=True
+    )
+    good = ToolResultMessage(tool_call_id="c2", tool_name="add", content=[TextContent(text="3")])
+    user = UserMessage(content="hi")
+    assert run_error([user, failed], "error") == "HTTP 500"
+    assert run_error([user, failed], None) == "HTTP 500"  # the end is unknown, the text is not
+    assert run_error([user, failed], "completed") is None
+    assert run_error([user, aborted], "aborted") == "the model call ended with 'aborted'"
+    assert run_error([user, AssistantMessage(), tool], "aborted") == "add: bad"
+    assert run_error([user], "error") == "the run ended with reason 'error'"
+    assert run_error([user, AssistantMessage()], None) is None
+    assert tool_errors([user, good, tool, tool]) == ["add: bad", "add: bad"]
+
+
+def test_describe_event() -> None:
+    from agentcore_fsm import AssistantMessage, MessageEndEvent
+
+    assert describe_event(TurnStartEvent()) == "turn_start"
+    end = MessageEndEvent(message=AssistantMessage(stop_reason="error", error_message="x"))
+    assert describe_event(end) == "message_end(assistant: error)"
+    assert describe_event(AgentEndEvent(reason="aborted")) == "agent_end(aborted)"
+    started = ToolExecutionStartEvent(tool_call_id="c", tool_name="add", args={})
+    assert describe_event(started) == "tool_execution_start(add)"
+    ended = ToolExecutionEndEvent(
+        tool_call_id="c", tool_name="add", result=AgentToolResult(content=[]), is_error=True
+    )
+    assert describe_event(ended) == "tool_execution_end(add: error)"
