@@ -1,4 +1,5 @@
-"""The ``Agent``: a transcript, listeners, steering and follow-up queues around the loop (SPEC §6).
+"""The ``Agent``: a transcript, listeners, steering and follow-up queues around the loop (see
+docs/reference.md#the-agent).
 
 An :class:`Agent` owns the conversation state (:class:`AgentState`) and runs the low-level loop
 (:func:`~agentcore_fsm.run_agent_loop`) once per :meth:`Agent.prompt` or :meth:`Agent.continue_`.
@@ -11,13 +12,13 @@ each listener, one after another, in subscription order::
     await agent.prompt("Hi")
 
 Whether a run is active is not a flag: the agent's lifecycle is the declared machine in
-``states/agent.toml`` (``idle`` → ``running`` → ``aborting`` → ``finished``), stepped on the
-shared ``transitions`` machine for that declaration. Each run gets a small model that joins the
-machine when the run starts and leaves it when the run has finished, so an idle agent costs the
-shared machine nothing. :attr:`Agent.lifecycle_state` reads it; the busy checks of ``prompt``,
-``continue_`` and ``reset`` read it.
+``states/agent.toml`` (``idle`` → ``running`` → ``aborting`` → ``finished``), run by the same
+declared-machine engine as the loop. Each run of the agent is one run of that machine, made
+when the run starts and dropped when it has finished, so an idle agent holds none.
+:attr:`Agent.lifecycle_state` reads it; the busy checks of ``prompt``, ``continue_`` and
+``reset`` read it.
 
-Decisions where SPEC is silent (each is also stated where it applies):
+Decisions (each is also stated where it applies; see docs/reference.md#decisions):
 
 * ``prompt()`` and ``continue_()`` return the messages the run created (the same list as
   ``agent_end.messages``); the reference returned nothing.
@@ -30,8 +31,10 @@ Decisions where SPEC is silent (each is also stated where it applies):
   logged on the ``agentcore_fsm`` logger.
 * ``prompt([])`` raises ``ValueError("No messages to prompt with")``: an empty prompt is what
   ``continue_()`` is for.
-* Cancelling the task that awaits ``prompt()`` cancels the run outright (listeners may not get
-  ``agent_end``); use :meth:`Agent.abort` to end a run cleanly.
+* Cancelling the task that awaits ``prompt()`` (a timeout, say) closes the run as aborted:
+  listeners still receive its closing events up to ``agent_end`` (within a grace period, see
+  ``driver.CLOSE_GRACE_S``), then the cancellation goes on; :meth:`Agent.abort` is the way to
+  end a run without cancelling anything.
 * ``abort()`` and ``steer()``/``follow_up()`` must be called from the thread running the event
   loop (from another thread, go through ``anyio.from_thread.run_sync``).
 """
@@ -537,7 +540,8 @@ class Agent:
         return controller.signal if controller is not None else None
 
     def abort(self) -> None:
-        """Abort the active run (SPEC §4); a no-op when idle or already aborting.
+        """Abort the active run (see docs/reference.md#abort); a no-op when idle or already
+        aborting.
 
         Returns at once: the run ends with ``agent_end(reason="aborted")`` (unless it was
         already delivering its ``agent_end``); ``await wait_for_idle()`` to wait for that."""

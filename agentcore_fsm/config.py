@@ -80,7 +80,8 @@ class StreamOptions:
 StreamFn: TypeAlias = Callable[
     [Model, LlmContext, StreamOptions], "AsyncIterator[AssistantMessageEvent]"
 ]
-"""``stream_fn(model, context, options)``: an async iterator of stream events (SPEC §2)."""
+"""``stream_fn(model, context, options)``: an async iterator of stream events (see
+docs/reference.md#the-stream-function)."""
 
 
 @dataclass
@@ -115,7 +116,8 @@ Hook: TypeAlias = Callable[..., MaybeAwaitable]
 
 @dataclass(kw_only=True)
 class AgentLoopConfig:
-    """The configuration of a run (SPEC §3). Only ``model`` is required."""
+    """The configuration of a run (see docs/reference.md#configuration). Only ``model`` is
+    required."""
 
     model: Model
     convert_to_llm: Callable[[list[AgentMessage]], MaybeAwaitable] | None = None

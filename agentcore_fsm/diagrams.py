@@ -100,7 +100,8 @@ MACHINE_ALIASES = {"loop": "agent_loop", "agent": "agent"}
 """Short names of the declared machines, accepted wherever a machine is named (any declaration
 name is accepted too): :func:`view_of_recording` and ``agentcore-fsm diagram --machine``."""
 EXCEPTIONAL_TRIGGERS = frozenset({"abort", "fail"})
-"""Triggers drawn as exceptional (dashed, muted): the abort signal and failures (SPEC §4, §5)."""
+"""Triggers drawn as exceptional (dashed, muted): the abort signal and failures (see
+docs/reference.md#abort and docs/reference.md#failures)."""
 ENDED_BADLY = frozenset({"aborted", "error"})
 
 _RANKDIR = "TB"

@@ -1,4 +1,5 @@
-"""The async driver: performs the machine's effects and feeds their outcomes back (SPEC §3-§5).
+"""The async driver: performs the machine's effects and feeds their outcomes back (see
+docs/reference.md#control-flow-of-a-run).
 
 It is written against anyio, so it runs on trio (the reference backend) and on asyncio. It makes
 no decisions about what happens next; it only

@@ -300,7 +300,8 @@ class LoopMachine(DeclaredMachine):
         return self.feed(Proceeded())
 
     def abort(self) -> Step:
-        """The abort signal fired: end the run now, losing nothing (see the loop guide)."""
+        """The abort signal fired: end the run now, losing nothing (see
+        docs/reference.md#what-an-abort-does)."""
         return self.feed(Abort())
 
     def fail(self, error: BaseException, aborted: bool = False) -> Step:

@@ -1,4 +1,5 @@
-"""Tools and tool hooks (SPEC §3.2): what a tool is, what it returns, and how a call is checked.
+"""Tools and tool hooks (see docs/reference.md#tool-calls): what a tool is, what it returns, and how
+a call is checked.
 
 The functions at the bottom are pure: the machine uses them to look a tool up, validate a
 call's arguments and merge an ``after_tool_call`` override. They never await.

@@ -1,5 +1,6 @@
 """Shared helpers for the loop and machine tests: a recorder, a compact event summary, a checker
-of the event grammar of SPEC §3.3, and small builders for tools and hand-written streams.
+of the event grammar (docs/reference.md#event-grammar), and small builders for tools and
+hand-written streams.
 
 The summary is what most tests compare against an exact expected list. It names every event
 except ``message_update`` (tests that care about updates ask for them) and adds what matters:
@@ -117,7 +118,7 @@ def summarize(events: Iterable[Any], *, updates: bool = False) -> list[str]:
     return [describe(e) for e in events if updates or e.type != "message_update"]
 
 
-# --- the event grammar of SPEC §3.3 ----------------------------------------------------------
+# --- the event grammar (docs/reference.md#event-grammar) ------------------------------------------
 
 
 def _role(message: Any) -> Any:
@@ -128,7 +129,8 @@ def _role(message: Any) -> Any:
 
 
 def check_grammar(events: list[Any]) -> None:
-    """Assert every rule of SPEC §3.3 on one run's events."""
+    """Assert every rule of the event grammar (docs/reference.md#event-grammar) on one run's
+    events."""
     types = [e.type for e in events]
     assert types, "no events"
     assert types[0] == "agent_start" and types.count("agent_start") == 1, types

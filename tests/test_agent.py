@@ -1,4 +1,5 @@
-"""The Agent (SPEC §6): construction, state and its reduction, listeners, prompt forms,
+"""The Agent (docs/reference.md#the-agent): construction, state and its reduction, listeners, prompt
+forms,
 continue_, the queues and their modes, reset, the lifecycle machine and the sync convenience.
 
 Runs, aborts and failures seen from several tasks are in ``test_agent_runs.py``.

@@ -1,4 +1,5 @@
-"""The Agent across tasks (SPEC §6, §4, §5): listeners that block, abort from another task at
+"""The Agent across tasks (docs/reference.md#the-agent, docs/reference.md#abort,
+docs/reference.md#failures): listeners that block, abort from another task at
 any moment, steering and follow-ups queued while tools run in parallel, several tasks waiting
 for idle, and listeners that raise. Every async test runs on trio and on asyncio; ordering
 between tasks is made explicit with anyio events, never with sleeps.
@@ -97,7 +98,8 @@ def two_calls() -> AssistantMessage:
 
 
 def check_grammar(events: list[Any]) -> None:
-    """SPEC §3.3, as far as an Agent's listener can see it."""
+    """The event grammar (docs/reference.md#event-grammar), as far as an Agent's listener can see
+    it."""
     kinds = [e.type for e in events]
     assert kinds[0] == "agent_start" and kinds[1] == "turn_start"
     assert kinds[-1] == "agent_end" and kinds.count("agent_end") == kinds.count("agent_start") == 1

@@ -1003,7 +1003,7 @@ async def test_recorder_catches_a_broken_run() -> None:
     assert info.value.rule == "R5.returned"
 
 
-# --- the README section -------------------------------------------------------------------
+# --- the testing guide (docs/testing.md) ----------------------------------------------------
 
 DOC_TEXT = section("Testing your agent")
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)

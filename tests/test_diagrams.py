@@ -1207,7 +1207,7 @@ dest = "x"
 """
 
 
-# --- the README section ------------------------------------------------------------------------
+# --- the diagrams guide (docs/diagrams.md) -----------------------------------------------------
 
 DOC_TEXT = section("Debugging with diagrams")
 

@@ -1,4 +1,4 @@
-"""Abort (SPEC §4): immediate, complete, and losing nothing; on trio and asyncio.
+"""Abort (docs/reference.md#abort): immediate, complete, and losing nothing; on trio and asyncio.
 
 Aborts are triggered deterministically: from ``emit`` when a given event is delivered, from a
 tool or hook, or from a second task once a gate (an ``anyio.Event``) says the work is in flight.
@@ -575,7 +575,8 @@ async def test_abort_during_before_tool_call() -> None:
 
 
 async def test_before_hook_that_aborts_and_returns_leaves_the_call_unexecuted() -> None:
-    """SPEC §3.2 step 5: aborted after the before hook → ``Operation aborted``."""
+    """docs/reference.md#the-tool-pipeline: aborted after the before hook → ``Operation
+    aborted``."""
     controller = AbortController()
     executed: list[str] = []
 
@@ -774,7 +775,7 @@ async def test_tools_receive_the_signal() -> None:
 async def test_abort_before_the_model_call_of_a_later_turn() -> None:
     """The signal fires while steering is polled after turn 1 (the poll finishes and its
     messages are kept): turn 2 ends with an aborted, empty assistant message and no model
-    call (SPEC §4: treated like an abort while streaming)."""
+    call (docs/reference.md#what-an-abort-does: treated like an abort during the model call)."""
     controller = AbortController()
     steer = user("steered")
     polls = 0
@@ -942,7 +943,7 @@ async def test_a_hook_or_poll_that_aborts_and_returns_ends_the_run_aborted(where
 
 async def test_agent_loop_hands_the_callers_signal_to_hooks_and_tools() -> None:
     """``agent_loop`` aborts the run itself when the block is left early, yet hooks, tools and
-    the stream function receive the caller's own signal object (SPEC §4: it "is passed to")."""
+    the stream function receive the caller's own signal object (docs/reference.md#the-signal)."""
     from agentcore_fsm import agent_loop
 
     controller = AbortController()

@@ -1,5 +1,6 @@
-"""The loop through its public async API: a plain turn, entry points, the model call (SPEC §3,
-§3.1 steps 1-6). Every test runs on trio and asyncio (see conftest)."""
+"""The loop through its public async API: a plain turn, entry points, the model call
+(docs/reference.md#running-the-loop,
+docs/reference.md#control-flow-of-a-run). Every test runs on trio and asyncio (see conftest)."""
 
 from __future__ import annotations
 
@@ -370,7 +371,7 @@ async def test_default_stream_function_is_used_and_none_clears_it() -> None:
 
 async def test_model_call_order_and_values() -> None:
     """transform_context, then convert_to_llm, then get_api_key(provider), then the stream
-    function with the options of the config (SPEC §3.1 step 4)."""
+    function with the options of the config (docs/reference.md#the-model-call)."""
     log: list[Any] = []
     extra = user("added by transform")
     faux = FauxProvider([faux_response("ok")])
@@ -514,7 +515,7 @@ async def test_faux_provider_without_start_event() -> None:
     assert text_of(r.messages[-1]) == "hello"
 
 
-# --- stop_reason error / aborted ends the run (SPEC §3.1 step 6) ---------------------------------
+# --- stop_reason error / aborted ends the run (docs/reference.md#error-and-aborted-messages) ------
 
 
 def _counting_config(calls: list[str]) -> AgentLoopConfig:

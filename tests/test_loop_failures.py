@@ -1,4 +1,5 @@
-"""Failures inside the loop (SPEC §5): every one ends the run as data, with the exact tail, and
+"""Failures inside the loop (docs/reference.md#failures): every one ends the run as data, with the
+exact tail, and
 never leaves a stream open. On trio and asyncio."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tool calls through the public async API (SPEC §3.2, §3.1 step 7), on trio and asyncio."""
+"""Tool calls through the public async API (docs/reference.md#tool-calls), on trio and asyncio."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Between turns: steering, follow-ups, prepare_next_turn, should_stop_after_turn (SPEC §3.1
-steps 2, 3, 8, 9), through the public async API on trio and asyncio."""
+"""Between turns: steering, follow-ups, prepare_next_turn, should_stop_after_turn
+(docs/reference.md#between-turns), through the public async API on trio and asyncio."""
 
 from __future__ import annotations
 

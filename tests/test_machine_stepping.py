@@ -488,7 +488,8 @@ def test_a_failing_after_hook_and_a_failing_turn_hook() -> None:
     assert turn_hook.index is None
     assert m.state == "preparing_next_turn"
 
-    # prepare_next_turn raising is a run failure (SPEC §5): one more turn holds it
+    # prepare_next_turn raising is a run failure (docs/reference.md#how-a-failure-ends-the-run): one
+    # more turn holds it
     step = m.fail(RuntimeError("prepare failed"))
     assert names(step) == [
         "turn_start",

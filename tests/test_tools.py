@@ -1,4 +1,5 @@
-"""Tools and their pure helpers (SPEC §3.2): the AgentTool shape, lookup, argument validation,
+"""Tools and their pure helpers (docs/reference.md#tool-calls): the AgentTool shape, lookup,
+argument validation,
 the after-hook merge, and the loop's error results."""
 
 from __future__ import annotations

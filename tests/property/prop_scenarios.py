@@ -13,12 +13,14 @@ and faults (a raise or an abort) injected at the n-th invocation of some callbac
   validity of every context handed to the model;
 * that each model context is exactly what the run had created so far (through ``convert``);
 * that nothing starts after the signal fired or after a failure (models, polls, hooks), that no
-  stream event is processed after an abort, and that the end reason follows (SPEC §4, §5);
+  stream event is processed after an abort, and that the end reason follows
+  (docs/reference.md#how-a-run-ends);
 * that every tool result is the one its behaviour produces, or ``Operation aborted`` when the
   run was disturbed;
 * for an undisturbed run (no abort, no failure), that the messages created, the end reason and
   the model, reasoning and api key of each model call are exactly those of :func:`expected_run`,
-  a direct reading of SPEC §3.1-§3.2 written independently of the machine.
+  a direct reading of docs/reference.md#control-flow-of-a-run and docs/reference.md#tool-calls
+  written independently of the machine.
 
 Tool completion order is controlled by explicit gates (:class:`Conductor`), never by sleeps.
 """
@@ -333,7 +335,8 @@ def assistant_for(response: int, plan: ResponsePlan) -> AssistantMessage:
         content.append(TextContent(text=plan.text))
     for i, call in enumerate(plan.calls):
         content.append(ToolCall(id=call_id(response, i), name=call.tool, arguments=arguments(call)))
-    failed = plan.stop_reason in ("error", "aborted")  # a failed stream says why (SPEC §2)
+    # a failed stream says why (docs/reference.md#what-a-stream-function-promises)
+    failed = plan.stop_reason in ("error", "aborted")
     return AssistantMessage(
         content=content,
         stop_reason=plan.stop_reason,  # type: ignore[arg-type]
@@ -388,7 +391,8 @@ class Expected:
 
 
 def expected_result(response: int, index: int, call: CallPlan, stop: str) -> Expected:
-    """SPEC §3.2 for one call that runs to its end (no abort, no failure)."""
+    """docs/reference.md#the-tool-pipeline for one call that runs to its end (no abort, no
+    failure)."""
     cid = call_id(response, index)
     if stop == "length":
         return Expected(TRUNCATED.format(name=call.tool), True)
@@ -457,7 +461,7 @@ def gated_order(sc: Scenario, response: int) -> list[str]:
     return [call_id(response, i) for i in order if i in runnable]
 
 
-# --- the expected run (SPEC §3.1, read directly) ------------------------------------------
+# --- the expected run (docs/reference.md#control-flow-of-a-run, read directly) --------------------
 
 
 @dataclass
@@ -490,7 +494,8 @@ def _polled_descriptors(kinds: tuple[str, ...], label: str) -> list[tuple[Any, .
 
 
 def expected_run(sc: Scenario) -> ExpectedRun:
-    """What an undisturbed run of ``sc`` creates, read off SPEC §3.1/§3.2."""
+    """What an undisturbed run of ``sc`` creates, read off docs/reference.md#control-flow-of-a-run
+    and docs/reference.md#tool-calls."""
     out: list[Any] = (
         [("user", m.content) for m in prompts_for(sc)] if sc.entry != "continue" else []
     )
@@ -681,7 +686,8 @@ class Harness:
         return n
 
     def entering(self, what: str) -> None:
-        """SPEC §4/§5: once the signal fired or a failure was raised, nothing more starts."""
+        """docs/reference.md#what-an-abort-does and docs/reference.md#failures: once the signal
+        fired or a failure was raised, nothing more starts."""
         if self.signal.aborted:
             self.problems.append(f"{what} started after the abort")
         if self.failure_mark is not None:
@@ -695,7 +701,8 @@ class Harness:
     def on_event(self, event: Any) -> None:
         # (with agent_loop the consumer lags behind the run: only emit sees events in time)
         if self.signal.aborted and event.type == "message_update" and self.sc.entry != "stream":
-            self.problems.append(f"message_update #{len(self.events)} after the abort (SPEC §4)")
+            # see docs/reference.md#what-an-abort-does
+            self.problems.append(f"message_update #{len(self.events)} after the abort")
         self.events.append(event)
         if event.type == "message_end":
             self.created.append(event.message)
@@ -1060,7 +1067,8 @@ def verify(sc: Scenario, h: Harness, messages: list[Any]) -> Verdict:
         call = sc.responses[r].calls[i]
         bump = 1000 if sc.with_before and call.before == "mutate" else 0
         assert args == {"x": call.x + bump}, f"{cid} received {args}"
-    # the end reason follows an abort or a failure that the machine saw (SPEC §4, §5)
+    # the end reason follows an abort or a failure that the machine saw
+    # (docs/reference.md#how-a-run-ends)
     if h.abort_mark is not None and len(h.transitions) > h.abort_mark:
         assert summary.reason == "aborted", f"aborted run ended {summary.reason}"
     elif h.failure_mark is not None and len(h.transitions) > h.failure_mark:

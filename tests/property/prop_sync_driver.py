@@ -295,7 +295,8 @@ class SyncDriver:
     def call_model(self, effect: CallModel) -> Step:
         m, h, config = self.m, self.h, self.config
         try:
-            # SPEC §4: once the signal fired, no callback and no model call starts
+            # docs/reference.md#what-an-abort-does: once the signal fired, no callback and no model
+            # call starts
             messages = effect.context.messages
             if config.transform_context is not None:
                 messages = config.transform_context(messages, h.signal)
@@ -365,7 +366,8 @@ class SyncDriver:
                         return step
                 if style in ("abort_mid", "abort_mid_sync"):
                     h.controller.abort("stream")
-            if h.signal.aborted:  # SPEC §4: no stream event is processed after the abort
+            # no stream event is processed after the abort (docs/reference.md#what-an-abort-does)
+            if h.signal.aborted:
                 return Step()
             step = m.stream_event(event)
             if step.stream_over:

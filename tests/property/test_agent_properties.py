@@ -1,10 +1,11 @@
-"""Generated runs of the ``Agent`` class (SPEC §6), on both backends.
+"""Generated runs of the ``Agent`` class (docs/reference.md#the-agent), on both backends.
 
 A scenario is a model script and tools (the same generators as the loop properties), a few
 prompts run one after another, and listener actions fired at the n-th event a listener receives:
 steer, follow up, abort, or raise. Two recording listeners (the first and the last subscribed)
 must each see a well-formed run every time, and after every run the agent's state must be what
-the events say (SPEC §6: the transcript grows only by ``message_end``; nothing is left streaming
+the events say (docs/reference.md#agent-state: the transcript grows only by ``message_end``; nothing
+is left streaming
 or pending; a failed or aborted run leaves an ``error_message``).
 """
 
@@ -136,7 +137,8 @@ async def run_agent(sc: AgentScenario) -> None:
         else:
             try:
                 messages = await agent.continue_()
-            except ValueError:  # nothing to continue from (SPEC §6): not a run
+            except ValueError:  # nothing to continue from: not a run
+                # (docs/reference.md#prompting-and-continuing)
                 assert not first.events and not last.events
                 continue
         for recorder in (first, last):

@@ -52,7 +52,7 @@ def test_bank_scenario_through_the_sync_driver(name: str) -> None:
 
 
 def test_no_after_tool_call_hook_starts_once_the_signal_fired() -> None:
-    """SPEC §4: once the signal has fired, no hook starts.
+    """docs/reference.md#what-an-abort-does: once the signal has fired, no hook starts.
 
     Tool ``a`` returns at once; tool ``b`` waits for it, then fires the abort. The driver spawns
     ``a``'s ``after_tool_call`` as a task when ``a``'s result arrives; if ``b`` aborts before that

@@ -1,7 +1,9 @@
-"""Generated scenarios through the real async driver, on both backends (SPEC §3-§5).
+"""Generated scenarios through the real async driver, on both backends
+(docs/reference.md#control-flow-of-a-run, docs/reference.md#abort, docs/reference.md#failures).
 
 Every run must keep the event grammar and the transcript invariants, whatever happens in it;
-undisturbed runs must also create exactly what a direct reading of SPEC §3.1-§3.2 says.
+undisturbed runs must also create exactly what a direct reading of
+docs/reference.md#control-flow-of-a-run and docs/reference.md#tool-calls says.
 """
 
 from __future__ import annotations

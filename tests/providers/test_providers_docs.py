@@ -1,4 +1,4 @@
-"""The examples of the README's "Providers" section run as they are (each ```python block
+"""The examples of the providers guide (docs/providers.md) run as they are (each ```python block
 is a script; ```python-skip blocks need real keys and are only shown)."""
 
 from __future__ import annotations
