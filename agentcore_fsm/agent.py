@@ -41,6 +41,7 @@ Decisions (each is also stated where it applies; see docs/reference.md#decisions
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import sys
@@ -53,7 +54,13 @@ import anyio
 from . import driver
 from .abort import AbortController, AbortSignal
 from .boundary import coerce_messages
-from .config import AgentContext, AgentLoopConfig, StreamFn
+from .config import (
+    MODEL_CALL_OPTIONS,
+    AgentContext,
+    AgentLoopConfig,
+    ModelCallOptions,
+    StreamFn,
+)
 from .declaration import Declaration, load_declaration
 from .declared import DeclaredMachine
 from .driver import (
@@ -410,6 +417,7 @@ class Agent:
         max_retry_delay_ms: int | None = None,
         tool_execution: ToolExecutionMode = "parallel",
         on_transition: Callable[[TransitionRecord], None] | None = None,
+        options: ModelCallOptions | None = None,
     ) -> None:
         if model is None:
             model = Model(id="unknown", provider="unknown", api="unknown")
@@ -424,10 +432,21 @@ class Agent:
         self.should_stop_after_turn = should_stop_after_turn
         self.steering_mode = steering_mode
         self.follow_up_mode = follow_up_mode
-        self.session_id = session_id
-        self.thinking_budgets = thinking_budgets
-        self.transport = transport
-        self.max_retry_delay_ms = max_retry_delay_ms
+        self.options = dataclasses.replace(options) if options is not None else ModelCallOptions()
+        """The model-call options of every run (temperature, max_tokens, headers …; see
+        :class:`~agentcore_fsm.ModelCallOptions`). ``session_id``, ``thinking_budgets``,
+        ``transport`` and ``max_retry_delay_ms`` are also keywords and attributes of the agent,
+        which read and write these; ``reasoning`` comes from ``thinking_level``."""
+        # a keyword given (not at its default) wins over the same field of ``options``
+        given = self.options
+        if session_id is not None:
+            given.session_id = session_id
+        if thinking_budgets is not None:
+            given.thinking_budgets = thinking_budgets
+        if transport != "auto" or given.transport is None:
+            given.transport = transport
+        if max_retry_delay_ms is not None:
+            given.max_retry_delay_ms = max_retry_delay_ms
         self.tool_execution = tool_execution
         self.on_transition = on_transition
         """Extension: called with each loop transition of a run (for recorders and debugging)."""
@@ -440,6 +459,42 @@ class Agent:
         self._idle: anyio.Event | None = None
 
     # --- configuration ----------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        """``options.session_id``."""
+        return self.options.session_id
+
+    @session_id.setter
+    def session_id(self, value: str | None) -> None:
+        self.options.session_id = value
+
+    @property
+    def thinking_budgets(self) -> dict[str, int] | None:
+        """``options.thinking_budgets``."""
+        return self.options.thinking_budgets
+
+    @thinking_budgets.setter
+    def thinking_budgets(self, value: dict[str, int] | None) -> None:
+        self.options.thinking_budgets = value
+
+    @property
+    def transport(self) -> str | None:
+        """``options.transport``."""
+        return self.options.transport
+
+    @transport.setter
+    def transport(self, value: str | None) -> None:
+        self.options.transport = value
+
+    @property
+    def max_retry_delay_ms(self) -> int | None:
+        """``options.max_retry_delay_ms``."""
+        return self.options.max_retry_delay_ms
+
+    @max_retry_delay_ms.setter
+    def max_retry_delay_ms(self, value: int | None) -> None:
+        self.options.max_retry_delay_ms = value
 
     @property
     def state(self) -> AgentState:
@@ -761,16 +816,14 @@ class Agent:
             return _dequeue(follow_ups, follow_up_mode)
 
         level = state.thinking_level
+        options = {name: getattr(self.options, name) for name in MODEL_CALL_OPTIONS}
+        options["reasoning"] = None if level == "off" else level
         return AgentLoopConfig(
             model=state.model,
             convert_to_llm=self.convert_to_llm,
             transform_context=self.transform_context,
             get_api_key=self.get_api_key,
-            reasoning=None if level == "off" else level,
-            session_id=self.session_id,
-            thinking_budgets=self.thinking_budgets,
-            transport=self.transport,
-            max_retry_delay_ms=self.max_retry_delay_ms,
+            **options,
             tool_execution=self._tool_execution,
             before_tool_call=self.before_tool_call,
             after_tool_call=self.after_tool_call,

@@ -7,7 +7,7 @@ be a plain function or ``async def``; the driver awaits whatever comes back.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from .messages import (
@@ -25,15 +25,18 @@ if TYPE_CHECKING:
     from .events import AssistantMessageEvent
 
 __all__ = [
+    "MODEL_CALL_OPTIONS",
     "AgentContext",
     "AgentLoopConfig",
     "AgentLoopTurnUpdate",
     "LlmContext",
+    "ModelCallOptions",
     "PrepareNextTurnContext",
     "ShouldStopAfterTurnContext",
     "StreamFn",
     "StreamOptions",
     "default_convert_to_llm",
+    "stream_options",
 ]
 
 MaybeAwaitable: TypeAlias = Any
@@ -61,20 +64,63 @@ class LlmContext:
     tools: list[AgentTool]
 
 
-@dataclass
-class StreamOptions:
+@dataclass(kw_only=True)
+class ModelCallOptions:
+    """The options of a model call, defined once: :class:`AgentLoopConfig` and
+    :class:`StreamOptions` both have exactly these fields (they inherit them), and an ``Agent``
+    keeps its own in :attr:`Agent.options <agentcore_fsm.Agent.options>`. A provider reads the
+    ones it supports and ignores the others; ``None`` means the provider's default."""
+
     api_key: str | None = None
-    signal: AbortSignal | None = None
+    """The API key (``get_api_key``, when configured and returning one, takes precedence)."""
     reasoning: ThinkingLevel | None = None
+    """How hard the model should think (None or "off": no reasoning)."""
     session_id: str | None = None
+    """An id the provider may use for caching or routing of one conversation."""
     thinking_budgets: dict[str, int] | None = None
+    """Token budgets per thinking level, for providers that take a budget."""
     transport: str | None = None
+    """The provider's transport ("sse", "websocket", "auto" …), where it has a choice."""
     max_retry_delay_ms: int | None = None
+    """The longest a provider waits before retrying a failed request."""
     temperature: float | None = None
     max_tokens: int | None = None
     headers: dict[str, str] | None = None
+    """Extra HTTP headers for the request."""
     on_payload: Callable[[Any], Any] | None = None
+    """Called with the request payload before it is sent (for logging or inspection)."""
     on_response: Callable[[Any], Any] | None = None
+    """Called with the raw response (for logging or inspection)."""
+
+
+MODEL_CALL_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(ModelCallOptions))
+"""The names of the model-call options, in declaration order."""
+
+
+@dataclass(kw_only=True)
+class StreamOptions(ModelCallOptions):
+    """What a stream function is given with each call: the model-call options of the run
+    (:class:`ModelCallOptions`) and the run's abort ``signal``."""
+
+    signal: AbortSignal | None = None
+
+
+def stream_options(
+    options: ModelCallOptions,
+    signal: AbortSignal | None,
+    *,
+    api_key: str | None = None,
+    reasoning: ThinkingLevel | None = None,
+) -> StreamOptions:
+    """The :class:`StreamOptions` of one model call: ``options`` (a run's config) with the
+    call's ``signal``, its ``api_key`` if one was obtained, and its current ``reasoning``."""
+    made = StreamOptions(signal=signal)
+    for name in MODEL_CALL_OPTIONS:
+        setattr(made, name, getattr(options, name))
+    if api_key:
+        made.api_key = api_key
+    made.reasoning = reasoning
+    return made
 
 
 StreamFn: TypeAlias = Callable[
@@ -115,9 +161,10 @@ Hook: TypeAlias = Callable[..., MaybeAwaitable]
 
 
 @dataclass(kw_only=True)
-class AgentLoopConfig:
+class AgentLoopConfig(ModelCallOptions):
     """The configuration of a run (see docs/reference.md#configuration). Only ``model`` is
-    required."""
+    required. The model-call options (``api_key``, ``reasoning``, ``temperature`` …) are those
+    of :class:`ModelCallOptions`, passed to the stream function with each call."""
 
     model: Model
     convert_to_llm: Callable[[list[AgentMessage]], MaybeAwaitable] | None = None
@@ -125,17 +172,6 @@ class AgentLoopConfig:
         None
     )
     get_api_key: Callable[[str], MaybeAwaitable] | None = None
-    api_key: str | None = None
-    reasoning: ThinkingLevel | None = None
-    session_id: str | None = None
-    thinking_budgets: dict[str, int] | None = None
-    transport: str | None = None
-    max_retry_delay_ms: int | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    headers: dict[str, str] | None = None
-    on_payload: Callable[[Any], Any] | None = None
-    on_response: Callable[[Any], Any] | None = None
     tool_execution: ToolExecutionMode = "parallel"
     before_tool_call: Hook | None = None
     after_tool_call: Hook | None = None

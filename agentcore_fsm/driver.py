@@ -56,8 +56,8 @@ from .config import (
     AgentLoopConfig,
     LlmContext,
     StreamFn,
-    StreamOptions,
     default_convert_to_llm,
+    stream_options,
 )
 from .declared import MachineInputError, TransitionRecord
 from .machine import LoopMachine
@@ -434,19 +434,11 @@ class _Driver:
                     api_key = check_api_key(await _call(config.get_api_key, effect.model.provider))
                     if self._halt:
                         return Step()
-                options = StreamOptions(
-                    api_key=api_key or config.api_key,
-                    signal=signal,
+                options = stream_options(
+                    config,
+                    signal,
+                    api_key=api_key,
                     reasoning=effect.reasoning,  # type: ignore[arg-type]
-                    session_id=config.session_id,
-                    thinking_budgets=config.thinking_budgets,
-                    transport=config.transport,
-                    max_retry_delay_ms=config.max_retry_delay_ms,
-                    temperature=config.temperature,
-                    max_tokens=config.max_tokens,
-                    headers=config.headers,
-                    on_payload=config.on_payload,
-                    on_response=config.on_response,
                 )
                 llm_context = LlmContext(
                     effect.context.system_prompt, llm_messages, effect.context.tools
