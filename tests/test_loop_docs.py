@@ -1,6 +1,7 @@
-"""The loop guide (docs/loop.md, "The agent loop") shows its three examples: a minimal agent,
-consuming events with ``agent_loop``, and stepping the machine by hand. ``tests/test_readme.py``
-runs them (and compares what the first two print with the output shown under them)."""
+"""The loop guide (docs/loop.md, "The agent loop") shows its four examples: a minimal agent,
+consuming events with ``agent_loop``, stepping the machine by hand, and stepping steering,
+follow-ups and abort. ``tests/test_readme.py`` runs them (and compares what they print with the
+output shown under them)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,21 @@ TEXT = section("The agent loop")
 BLOCKS = re.findall(r"^```python\n(.*?)^```", TEXT, re.S | re.M)
 
 
-def test_the_guide_has_the_three_examples() -> None:
+def test_the_guide_has_the_four_examples() -> None:
     assert TEXT.startswith("## The agent loop\n")
-    assert len(BLOCKS) == 3
+    assert len(BLOCKS) == 4
     assert "run_agent_loop" in BLOCKS[0] and "AgentTool" in BLOCKS[0]
     assert "agent_loop(" in BLOCKS[1]
     assert "LoopMachine" in BLOCKS[2] and "feed(" in BLOCKS[2]
+    for name in ("SteeringPolled", "FollowUpPolled", "Abort()", "get_steering_messages="):
+        assert name in BLOCKS[3], name
 
 
 def test_the_examples_that_print_show_their_output() -> None:
     blocks = [b for b in code_blocks(DOCS / "loop.md") if b.lang == "python"]
-    assert [b.output is not None for b in blocks] == [True, True, False]
-    assert "toolResult: [TextContent(type='text', text='5'" in (blocks[0].output or "")
+    assert [b.output is not None for b in blocks] == [True, True, False, True]
+    assert 'toolResult call_1 add: "5"' in (blocks[0].output or "")
+    assert "stopped True aborted" in (blocks[3].output or "")
     assert "run ended: completed" in (blocks[1].output or "")
 
 
