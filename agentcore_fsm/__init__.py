@@ -121,11 +121,26 @@ from .tools import (
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentBusyError, AgentListener, AgentState, QueueMode
+    from .journal import JournaledLoopMachine, JournalError, RunSnapshot
     from .providers.anthropic import AnthropicProvider, stream_anthropic
     from .providers.faux import FauxError, FauxProvider, faux_response, faux_tool_call
     from .providers.models import get_model, list_models, openai_compatible_model
     from .providers.openai import OpenAIProvider, stream_openai
     from .recorder import RecordedRun, RunFileError, RunRecorder, load_run
+    from .resume import resume_run
+    from .store import (
+        JournalConflictError,
+        LeaseLostError,
+        MemoryRunStore,
+        RunExistsError,
+        RunFinishedError,
+        RunOwnedError,
+        RunStore,
+        RunStoreError,
+        SqliteRunStore,
+        StoreFormatError,
+        UnknownRunError,
+    )
 
 __version__ = "0.1.0"
 """The version of this package (``agentcore-fsm --version`` prints the installed one)."""
@@ -151,6 +166,21 @@ _LAZY: dict[str, str] = {
     "RunFileError": ".recorder",
     "RunRecorder": ".recorder",
     "load_run": ".recorder",
+    "JournalError": ".journal",
+    "JournaledLoopMachine": ".journal",
+    "RunSnapshot": ".journal",
+    "resume_run": ".resume",
+    "JournalConflictError": ".store",
+    "LeaseLostError": ".store",
+    "MemoryRunStore": ".store",
+    "RunExistsError": ".store",
+    "RunFinishedError": ".store",
+    "RunOwnedError": ".store",
+    "RunStore": ".store",
+    "RunStoreError": ".store",
+    "SqliteRunStore": ".store",
+    "StoreFormatError": ".store",
+    "UnknownRunError": ".store",
 }
 """The public names whose module is imported on first use, and that module."""
 
@@ -214,10 +244,15 @@ __all__ = [
     "HookFailed",
     "HookReturned",
     "ImageContent",
+    "JournalConflictError",
+    "JournalError",
+    "JournaledLoopMachine",
+    "LeaseLostError",
     "LlmContext",
     "LoopMachine",
     "MachineError",
     "MachineInputError",
+    "MemoryRunStore",
     "Message",
     "MessageEndEvent",
     "MessageStartEvent",
@@ -234,13 +269,21 @@ __all__ = [
     "Proceeded",
     "QueueMode",
     "RecordedRun",
+    "RunExistsError",
     "RunFileError",
+    "RunFinishedError",
+    "RunOwnedError",
     "RunRecorder",
+    "RunSnapshot",
+    "RunStore",
+    "RunStoreError",
     "ShouldStopAfterTurnContext",
+    "SqliteRunStore",
     "Start",
     "SteeringPolled",
     "Step",
     "StopReason",
+    "StoreFormatError",
     "StreamDone",
     "StreamError",
     "StreamEvent",
@@ -272,6 +315,7 @@ __all__ = [
     "TransitionRecord",
     "TurnEndEvent",
     "TurnStartEvent",
+    "UnknownRunError",
     "Usage",
     "UserMessage",
     "__version__",
@@ -287,6 +331,7 @@ __all__ = [
     "load_run",
     "openai_compatible_model",
     "parse_declaration",
+    "resume_run",
     "run_agent_loop",
     "run_agent_loop_continue",
     "set_default_stream_fn",

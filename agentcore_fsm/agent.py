@@ -45,9 +45,10 @@ import dataclasses
 import inspect
 import logging
 import sys
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 import anyio
 
@@ -81,6 +82,9 @@ from .messages import (
     UserMessage,
 )
 from .tools import AgentTool, ToolExecutionMode
+
+if TYPE_CHECKING:
+    from .store import RunStore
 
 __all__ = [
     "Agent",
@@ -392,6 +396,14 @@ class Agent:
     ``Model(id="unknown")``. The hooks are those of :class:`~agentcore_fsm.AgentLoopConfig`;
     ``prepare_next_turn`` and ``should_stop_after_turn`` take ``(ctx, signal)``.
     ``thinking_level`` becomes the loop's ``reasoning`` (``"off"`` → None).
+
+    With a run ``store`` (a :class:`~agentcore_fsm.RunStore`, e.g.
+    :class:`~agentcore_fsm.SqliteRunStore`) every run is journaled under a new run id and the
+    agent's ``session_id`` (one is made when none is given). An agent made with a store and the
+    ``session_id`` of a session that already has runs loads its transcript from the session's
+    last run; when that run did not finish (its process stopped), :attr:`interrupted_run`
+    names it and :meth:`resume` continues it (``prompt`` and ``continue_`` refuse until then).
+    See docs/reference.md#runs-that-survive.
     """
 
     def __init__(
@@ -418,6 +430,7 @@ class Agent:
         tool_execution: ToolExecutionMode = "parallel",
         on_transition: Callable[[TransitionRecord], None] | None = None,
         options: ModelCallOptions | None = None,
+        store: RunStore | None = None,
     ) -> None:
         if model is None:
             model = Model(id="unknown", provider="unknown", api="unknown")
@@ -457,6 +470,62 @@ class Agent:
         self._lifecycle = _Lifecycle()
         self._controller: AbortController | None = None
         self._idle: anyio.Event | None = None
+        self.store = store
+        """The run store the agent's runs are journaled in (None: not journaled); see
+        docs/reference.md#runs-that-survive."""
+        self._interrupted: str | None = None
+        if store is not None:
+            self._load_session(store, bool(self._state._messages))
+
+    # --- runs that survive ------------------------------------------------------------------
+
+    def _load_session(self, store: RunStore, has_messages: bool) -> None:
+        if self.options.session_id is None:
+            self.options.session_id = uuid.uuid4().hex
+        runs = store.runs(self.options.session_id)
+        if not runs:
+            return
+        if has_messages:
+            raise ValueError(
+                f"session {self.options.session_id!r} already has runs in the store: its "
+                "transcript is loaded from there, do not pass messages= as well"
+            )
+        from .resume import load_run_state
+
+        last = runs[-1]
+        machine, _ = load_run_state(
+            store, last.run_id, self._loop_config(False), tools=self._state.tools
+        )
+        self._state._messages = list(machine.context.messages)
+        if last.status != "finished":
+            self._interrupted = last.run_id
+
+    @property
+    def interrupted_run(self) -> str | None:
+        """The id of the session's last run when it did not finish (its process stopped):
+        :meth:`resume` continues it. None otherwise."""
+        return self._interrupted
+
+    async def resume(self) -> list[AgentMessage]:
+        """Continue the session's interrupted run (:attr:`interrupted_run`) from its journal,
+        like :func:`~agentcore_fsm.resume_run`; return the run's new messages. Listeners get
+        the events from the resume point on (the transcript loaded with the session already
+        holds what came before). Raises :class:`AgentBusyError` during a run and
+        ``ValueError`` when there is nothing to resume."""
+        if self.is_busy:
+            raise AgentBusyError(PROMPT_BUSY)
+        run_id, store = self._interrupted, self.store
+        if run_id is None or store is None:
+            raise ValueError("there is no interrupted run to resume")
+        fn = self._stream_fn()
+        return await self._run(None, fn, resume=run_id)
+
+    def _check_not_interrupted(self) -> None:
+        if self._interrupted is not None:
+            raise ValueError(
+                f"run {self._interrupted!r} of this session was interrupted: "
+                "`await agent.resume()` it first"
+            )
 
     # --- configuration ----------------------------------------------------------------------
 
@@ -749,6 +818,7 @@ class Agent:
         loop when there is no stream function, before anything happens."""
         if self.is_busy:
             raise AgentBusyError(PROMPT_BUSY)
+        self._check_not_interrupted()
         prompts = _as_prompts(input, images)
         fn = self._stream_fn()
         return await self._run(prompts, fn)
@@ -764,6 +834,7 @@ class Agent:
         :class:`AgentBusyError`. Returns the messages the run created."""
         if self.is_busy:
             raise AgentBusyError(CONTINUE_BUSY)
+        self._check_not_interrupted()
         fn = self._stream_fn()
         messages = self._state.messages
         if not messages:
@@ -839,6 +910,7 @@ class Agent:
         stream_fn: StreamFn,
         *,
         skip_initial_steering: bool = False,
+        resume: str | None = None,
     ) -> list[AgentMessage]:
         state = self._state
         config = self._loop_config(skip_initial_steering)
@@ -852,7 +924,31 @@ class Agent:
         state._is_streaming = True
         state._streaming_message = None
         state._error_message = None
+        store = self.store
+        journal: dict[str, Any] = {}
+        if store is not None:
+            journal = {
+                "store": store,
+                "run_id": uuid.uuid4().hex,
+                "session_id": self.options.session_id,
+            }
         try:
+            if resume is not None:
+                from .resume import resume_run
+
+                assert store is not None
+                messages = await resume_run(
+                    resume,
+                    store,
+                    config,
+                    self._emit,
+                    tools=state.tools,
+                    signal=controller.signal,
+                    stream_fn=stream_fn,
+                    on_transition=self.on_transition,
+                )
+                self._interrupted = None
+                return messages
             if prompts is None:
                 return await run_agent_loop_continue(
                     context,
@@ -861,6 +957,7 @@ class Agent:
                     signal=controller.signal,
                     stream_fn=stream_fn,
                     on_transition=self.on_transition,
+                    **journal,
                 )
             return await run_agent_loop(
                 prompts,
@@ -870,6 +967,7 @@ class Agent:
                 signal=controller.signal,
                 stream_fn=stream_fn,
                 on_transition=self.on_transition,
+                **journal,
             )
         finally:
             _answer_dangling_calls(state._messages)

@@ -34,7 +34,7 @@ import math
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -89,6 +89,10 @@ from .protocol import (
 )
 from .tasks import ToolTasks, on_trio
 from .tools import AgentToolResult
+
+if TYPE_CHECKING:
+    from .resume import StoreJournal
+    from .store import RunStore
 
 __all__ = [
     "EventStream",
@@ -193,6 +197,7 @@ class _Driver:
         self._tasks: ToolTasks | None = None
         self._loop_thread = threading.get_ident()
         self._cancelled_exc: type[BaseException] = BaseException
+        self._first: Step | None = None
 
     # --- abort --------------------------------------------------------------------------
 
@@ -222,7 +227,10 @@ class _Driver:
 
     # --- the main loop ------------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def run(self, first: Step | None = None) -> None:
+        """Run the machine to its end: from ``Start`` or, resuming, from ``first`` (the events
+        still to deliver and the effects the machine waits for)."""
+        self._first = first
         control = self.control
         self._cancelled_exc = anyio.get_cancelled_exc_class()
         remove = control.add_callback(self._on_abort)
@@ -257,7 +265,8 @@ class _Driver:
     async def _body(self) -> None:
         tasks = self._tasks = ToolTasks()
         try:
-            await self._process(self.m.feed(Start()))
+            first = self._first
+            await self._process(self.m.feed(Start()) if first is None else first)
         finally:
             tasks.cancel_all()
             await tasks.join()
@@ -288,6 +297,11 @@ class _Driver:
                 await self._deliver(step.events)
             if step.run_over:
                 return
+            journal_error = getattr(self.m, "journal_error", None)
+            if journal_error is not None:  # the run store refused an entry: end the run
+                self.m.journal_error = None  # type: ignore[attr-defined]
+                if self._failure is None and not self._failed:
+                    self._failure = journal_error
             if self._failure is not None or self._halt:
                 # stop running tools first; results that arrived before are still fed (those
                 # calls keep them), then the machine closes the run
@@ -659,12 +673,22 @@ async def _run(
     stream_fn: StreamFn,
     on_transition: Callable[[TransitionRecord], None] | None,
     control: AbortSignal | None = None,
+    journal: StoreJournal | None = None,
+    continuing: bool = False,
 ) -> list[AgentMessage]:
     if signal is None:
         # hooks, tools and the stream function always get a signal: the run makes its own
         signal = AbortController().signal
-    machine = LoopMachine(prompts, context, config, on_transition=on_transition)
-    await _Driver(machine, stream_fn, emit, signal, control).run()
+    if journal is None:
+        machine = LoopMachine(prompts, context, config, on_transition=on_transition)
+        await _Driver(machine, stream_fn, emit, signal, control).run()
+        return machine.new_messages
+    # a journaled run (see agentcore_fsm.resume): every input is appended to the store
+    machine = journal.machine(prompts, context, config, on_transition, continuing)
+    try:
+        await _Driver(machine, stream_fn, emit, signal, control).run()
+    finally:
+        journal.close(machine)
     return machine.new_messages
 
 
@@ -677,13 +701,30 @@ async def run_agent_loop(
     signal: AbortSignal | None = None,
     stream_fn: StreamFn | None = None,
     on_transition: Callable[[TransitionRecord], None] | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    session_id: str | None = None,
 ) -> list[AgentMessage]:
     """Run the loop with ``prompts`` appended to (a copy of) ``context``; return the messages
     the run created. ``emit(event)`` (sync or async) is awaited for every event, in order.
     ``on_transition(record)`` (an extension) is called, synchronously, for every state change.
+    With a run ``store`` (a :class:`~agentcore_fsm.store.RunStore`, e.g.
+    :class:`~agentcore_fsm.SqliteRunStore`) the run is journaled under ``run_id`` (required,
+    new) as it goes, and :func:`~agentcore_fsm.resume_run` continues it after a crash; see
+    docs/reference.md#runs-that-survive. ``session_id`` groups runs (an Agent's session).
     """
     fn = _resolve_stream_fn(stream_fn)
-    return await _run(_as_prompts(prompts), context, config, emit, signal, fn, on_transition)
+    journal = _journal(store, run_id, session_id)
+    return await _run(
+        _as_prompts(prompts),
+        context,
+        config,
+        emit,
+        signal,
+        fn,
+        on_transition,
+        journal=journal,
+    )
 
 
 async def run_agent_loop_continue(
@@ -694,12 +735,41 @@ async def run_agent_loop_continue(
     signal: AbortSignal | None = None,
     stream_fn: StreamFn | None = None,
     on_transition: Callable[[TransitionRecord], None] | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    session_id: str | None = None,
 ) -> list[AgentMessage]:
     """Continue from ``context`` as it is (no prompts). Raises ``ValueError`` before emitting
-    anything when the transcript is empty or ends with an assistant message."""
+    anything when the transcript is empty or ends with an assistant message. ``store``,
+    ``run_id`` and ``session_id`` as for :func:`run_agent_loop`."""
     fn = _resolve_stream_fn(stream_fn)
     _check_continue(context)
-    return await _run([], context, config, emit, signal, fn, on_transition)
+    journal = _journal(store, run_id, session_id)
+    return await _run(
+        [],
+        context,
+        config,
+        emit,
+        signal,
+        fn,
+        on_transition,
+        journal=journal,
+        continuing=True,
+    )
+
+
+def _journal(
+    store: RunStore | None, run_id: str | None, session_id: str | None
+) -> StoreJournal | None:
+    if store is None:
+        if run_id is not None or session_id is not None:
+            raise ValueError("run_id and session_id need a store (store=...)")
+        return None
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError("a journaled run needs a run_id: a non-empty str (the id to resume it by)")
+    from .resume import StoreJournal
+
+    return StoreJournal(store, run_id, session_id)
 
 
 class EventStream:

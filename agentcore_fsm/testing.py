@@ -108,6 +108,7 @@ __all__ = [
     "check_events",
     "check_model_context",
     "check_model_contexts",
+    "check_resumed_run",
     "check_run",
     "describe_event",
     "describe_message",
@@ -449,6 +450,17 @@ class GrammarChecker:
         """Check each of ``events`` in turn (see :meth:`feed`)."""
         for event in events:
             self.feed(event)
+
+    def resume(self) -> None:
+        """The run goes on in another process, resumed from its journal (see
+        docs/reference.md#runs-that-survive): the events fed so far are those of the first
+        process, the events fed next the resumed run's. An assistant message that was streaming
+        when the first process stopped is superseded (the resumed run makes that model call
+        again): it is forgotten, its events stay in :attr:`events`."""
+        if self._open is not None and _role(self._open[1]) == "assistant":
+            self._open = None
+            if self._turn is not None:
+                self._turn.assistant_count -= 1
 
     def close(self, messages: Sequence[AgentMessage] | None = None) -> RunSummary:
         """Check the end of the run; ``messages`` (the run's return value) must equal
@@ -844,6 +856,35 @@ def check_run(
     if model_contexts is not None:
         check_model_contexts(model_contexts)
     return summary
+
+
+def check_resumed_run(
+    before: Iterable[Any],
+    after: Iterable[Any],
+    messages: Sequence[AgentMessage] | None = None,
+    *,
+    tool_execution: ToolExecutionMode | None = None,
+    sequential_tools: Iterable[str] = (),
+) -> RunSummary:
+    """Check a run that was resumed (see docs/reference.md#runs-that-survive): ``before`` are
+    the events of the first process up to its last journaled step (``resume_run(...,
+    history=True)`` regenerates exactly those), ``after`` the resumed run's; ``messages`` the
+    resumed run's return value. Together they must be one well-formed run; an assistant message
+    that was streaming at the end of ``before`` is superseded (see
+    :meth:`GrammarChecker.resume`). The other arguments are as for :func:`check_run`."""
+    first, rest = list(before), list(after)
+    checker = GrammarChecker(tool_execution=tool_execution, sequential_tools=sequential_tools)
+    try:
+        checker.feed_all(first)
+        checker.resume()
+        checker.feed_all(rest)
+        return checker.close(messages)
+    except GrammarViolation as exc:
+        events = [_as_event(e) for e in first + rest]
+        if len(events) <= len(checker.events):
+            raise
+        window = _window(events, exc.index, describe_event)
+        raise GrammarViolation(exc.rule, exc.index, exc.detail, window) from None
 
 
 class EventRecorder:

@@ -78,6 +78,10 @@ class AgentTool:
     label: str = ""
     prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     execution_mode: ToolExecutionMode | None = None
+    idempotent: bool = False
+    """Safe to run twice with the same arguments: a journaled run that resumes after a crash
+    runs such a call again when its result was not journaled; any other such call gets an
+    error result saying it was interrupted."""
     _validator: CompiledSchema | None = field(default=None, init=False, repr=False)
 
     if not TYPE_CHECKING:  # runtime only: type checkers keep flagging unknown attribute names
