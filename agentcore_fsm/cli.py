@@ -18,6 +18,7 @@ COMMANDS = {
     "bench": ("agentcore_fsm.bench", "Measure the loop against a minimal hand-written loop."),
     "diagram": ("agentcore_fsm.diagram_cli", "Render the declared machines or a recorded run."),
     "chat": ("agentcore_fsm.chat", "Chat with a real model (OpenAI-compatible or Anthropic)."),
+    "replay": ("agentcore_fsm.replay", "Re-run a recording offline; report the first divergence."),
 }
 """Each subcommand: the module whose ``main(argv)`` runs it, and its one-line summary."""
 BROKEN_PIPE = 141  # 128 + SIGPIPE
