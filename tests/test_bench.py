@@ -43,6 +43,8 @@ TINY = [
     "1",
     "--import-runs",
     "0",
+    "--store-iterations",
+    "2",
 ]
 ROW = re.compile(
     r"^(?P<label>.+?)\s+(?P<ours>\d+\.\d)\s+(?P<minimal>\d+\.\d)\s+(?P<unit>\S+)\s+"
@@ -76,12 +78,14 @@ def test_bench_prints_every_row_with_its_ratio(
     assert list(rows) == [
         "W1 (1 turn, 50 deltas, 0 tools)",
         "W2 (3 turns, 40 deltas, 8 tools)",
+        "W2 journaled (SqliteRunStore)",
         "W2 x4 concurrent",
         "memory per W2 run (x4)",
     ], out
     targets = [float(r["target"]) for r in rows.values()]
-    assert targets == [5.0, 4.0, 4.0, 3.0]
-    assert [r["unit"] for r in rows.values()] == ["µs/run"] * 3 + ["KiB/run"]
+    assert targets == [5.0, 4.0, 3.0, 4.0, 3.0]
+    assert [r["unit"] for r in rows.values()] == ["µs/run"] * 4 + ["KiB/run"]
+    assert "minimal = our own W2 in memory" in out
     for row in rows.values():
         ours, minimal, ratio = float(row["ours"]), float(row["minimal"]), float(row["ratio"])
         assert ours > 0 and minimal > 0
@@ -93,7 +97,7 @@ def test_bench_prints_every_row_with_its_ratio(
 
 
 def test_bench_reports_the_import_time(capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["bench", *TINY[:-1], "2"])
+    code = cli.main(["bench", *TINY, "--import-runs", "2"])
     out = capsys.readouterr().out
     assert code == 0, out
     lines = out.splitlines()
@@ -104,10 +108,11 @@ def test_bench_reports_the_import_time(capsys: pytest.CaptureFixture[str]) -> No
     ours, bare = float(match["ours"]), float(match["minimal"])
     assert ours > 0 and bare > 0
     assert match["verdict"] == ("ok" if ours <= 0.25 else "MISSED")
-    # the last row of the table, after the four loop rows
+    # the last row of the table, after the five loop rows
     assert list(_rows(out)) == [
         "W1 (1 turn, 50 deltas, 0 tools)",
         "W2 (3 turns, 40 deltas, 8 tools)",
+        "W2 journaled (SqliteRunStore)",
         "W2 x4 concurrent",
         "memory per W2 run (x4)",
     ]
@@ -143,7 +148,7 @@ def test_bench_stops_when_the_import_fails(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(bench_module, "IMPORT_CODE", "import sys; sys.exit('no such package')")
-    code = cli.main(["bench", *TINY[:-1], "1"])
+    code = cli.main(["bench", *TINY, "--import-runs", "1"])
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out == ""
@@ -169,6 +174,7 @@ def test_a_row_meets_its_target(row: bench_module.Row, met: bool) -> None:
 
 def test_bench_sizes_are_options(capsys: pytest.CaptureFixture[str]) -> None:
     sizes = ["--concurrent", "3", "--repeats", "2", "--deltas", "7", "--import-runs", "0"]
+    sizes += ["--store-iterations", "0"]
     code = cli.main(["bench", *TINY[:4], *sizes])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -178,7 +184,13 @@ def test_bench_sizes_are_options(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [["--iterations", "0"], ["--concurrent", "0"], ["--warmup", "-1"], ["--import-runs", "-1"]],
+    [
+        ["--iterations", "0"],
+        ["--concurrent", "0"],
+        ["--warmup", "-1"],
+        ["--import-runs", "-1"],
+        ["--store-iterations", "-1"],
+    ],
 )
 def test_bench_rejects_bad_sizes(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
