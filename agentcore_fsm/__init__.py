@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .abort import AbortController, AbortSignal
+from .approval import ApprovalDecision, ApprovalRequest, RunSuspended
 from .config import (
     AgentContext,
     AgentLoopConfig,
@@ -45,6 +46,8 @@ from .events import (
     AgentEndReason,
     AgentEvent,
     AgentStartEvent,
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
     AssistantMessageEvent,
     MessageEndEvent,
     MessageStartEvent,
@@ -87,9 +90,13 @@ from .messages import (
 )
 from .protocol import (
     Abort,
+    ApprovalChecked,
+    ApprovalDecided,
     ArgumentsPrepared,
+    AwaitApproval,
     CallHook,
     CallModel,
+    CheckApproval,
     ExecuteTool,
     Fail,
     FollowUpPolled,
@@ -224,13 +231,21 @@ __all__ = [
     "AgentTool",
     "AgentToolResult",
     "AnthropicProvider",
+    "ApprovalChecked",
+    "ApprovalDecided",
+    "ApprovalDecidedEvent",
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "ApprovalRequestedEvent",
     "ArgumentsPrepared",
     "AssistantMessage",
     "AssistantMessageEvent",
+    "AwaitApproval",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
     "CallHook",
     "CallModel",
+    "CheckApproval",
     "Cost",
     "Declaration",
     "DeclarationError",
@@ -277,6 +292,7 @@ __all__ = [
     "RunSnapshot",
     "RunStore",
     "RunStoreError",
+    "RunSuspended",
     "ShouldStopAfterTurnContext",
     "SqliteRunStore",
     "Start",

@@ -54,6 +54,7 @@ import anyio
 
 from . import driver
 from .abort import AbortController, AbortSignal
+from .approval import ApprovalDecision, ApprovalRequest, RunSuspended
 from .boundary import coerce_messages
 from .config import (
     MODEL_CALL_OPTIONS,
@@ -135,7 +136,8 @@ class AgentState:
 
     ``messages`` and ``tools`` are the live lists (append to them between runs as you like);
     assigning a list stores a copy. ``is_streaming``, ``streaming_message``,
-    ``pending_tool_calls`` and ``error_message`` are maintained by the agent and read-only.
+    ``pending_tool_calls``, ``pending_approvals`` and ``error_message`` are maintained by the agent
+    and read-only.
     ``pending_tool_calls`` returns a fresh set of ids on every read.
     """
 
@@ -143,6 +145,7 @@ class AgentState:
         "_error_message",
         "_is_streaming",
         "_messages",
+        "_pending_approvals",
         "_pending_tool_calls",
         "_streaming_message",
         "_thinking_level",
@@ -168,6 +171,7 @@ class AgentState:
         self._is_streaming = False
         self._streaming_message: AgentMessage | None = None
         self._pending_tool_calls: set[str] = set()
+        self._pending_approvals: dict[str, ApprovalRequest] = {}
         self._error_message: str | None = None
 
     @property
@@ -212,6 +216,13 @@ class AgentState:
     def pending_tool_calls(self) -> set[str]:
         """Ids of the tool calls that have started and not yet ended (a copy)."""
         return set(self._pending_tool_calls)
+
+    @property
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The tool calls waiting for approval, in the order they asked (a copy): those of the
+        running run, or of a suspended or interrupted one loaded with the session. Decide with
+        :meth:`Agent.approve` / :meth:`Agent.deny`."""
+        return list(self._pending_approvals.values())
 
     @property
     def error_message(self) -> str | None:
@@ -270,6 +281,16 @@ class _Lifecycle:
 
 
 # --- the agent ------------------------------------------------------------------------------
+
+
+class _ApprovalWaiter:
+    """A call of the running run waiting for :meth:`Agent.approve`/:meth:`Agent.deny`."""
+
+    __slots__ = ("decision", "event")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.decision: ApprovalDecision | None = None
 
 
 class _Subscription:
@@ -404,6 +425,12 @@ class Agent:
     last run; when that run did not finish (its process stopped), :attr:`interrupted_run`
     names it and :meth:`resume` continues it (``prompt`` and ``continue_`` refuse until then).
     See docs/reference.md#runs-that-survive.
+
+    Tool calls that need approval (``AgentTool(requires_approval=...)``) wait until
+    :meth:`approve` or :meth:`deny` decides them (``state.pending_approvals`` lists them;
+    ``approval_timeout_s`` denies what is not decided in time); with a store, :meth:`suspend`
+    leaves such a run waiting in the store for a later process. See
+    docs/reference.md#approval-of-tool-calls.
     """
 
     def __init__(
@@ -431,6 +458,7 @@ class Agent:
         on_transition: Callable[[TransitionRecord], None] | None = None,
         options: ModelCallOptions | None = None,
         store: RunStore | None = None,
+        approval_timeout_s: float | None = None,
     ) -> None:
         if model is None:
             model = Model(id="unknown", provider="unknown", api="unknown")
@@ -474,6 +502,12 @@ class Agent:
         """The run store the agent's runs are journaled in (None: not journaled); see
         docs/reference.md#runs-that-survive."""
         self._interrupted: str | None = None
+        self.approval_timeout_s = approval_timeout_s
+        """Deny a tool call whose approval has not been decided within this many seconds
+        (None: wait)."""
+        self._waiters: dict[str, _ApprovalWaiter] = {}  # calls of the running run that wait
+        self._decisions: dict[str, ApprovalDecision] = {}  # made before the run asks again
+        self._suspending = False
         if store is not None:
             self._load_session(store, bool(self._state._messages))
 
@@ -499,6 +533,7 @@ class Agent:
         self._state._messages = list(machine.context.messages)
         if last.status != "finished":
             self._interrupted = last.run_id
+            self._state._pending_approvals = {r.tool_call_id: r for r in machine.pending_approvals}
 
     @property
     def interrupted_run(self) -> str | None:
@@ -519,6 +554,81 @@ class Agent:
             raise ValueError("there is no interrupted run to resume")
         fn = self._stream_fn()
         return await self._run(None, fn, resume=run_id)
+
+    # --- approval of tool calls ------------------------------------------------------------
+
+    def approve(
+        self,
+        call_id: str,
+        args: dict[str, Any] | None = None,
+        *,
+        reason: str | None = None,
+        decided_by: str = "user",
+    ) -> None:
+        """Approve the tool call ``call_id`` waiting for approval (see
+        :attr:`AgentState.pending_approvals`); ``args`` replace its arguments (validated
+        against the tool's parameters again). For a call of a suspended or interrupted run,
+        the decision is applied when :meth:`resume` continues it. Raises ``ValueError`` when no
+        such call waits. Call it from the event loop's thread."""
+        self._decide_call(
+            call_id,
+            ApprovalDecision(approved=True, reason=reason, decided_by=decided_by, args=args),
+        )
+
+    def deny(self, call_id: str, reason: str | None = None, *, decided_by: str = "user") -> None:
+        """Deny the tool call ``call_id`` waiting for approval: it gets an error result with
+        ``reason`` (``Tool call "NAME" was denied: REASON``). Otherwise as :meth:`approve`."""
+        self._decide_call(
+            call_id, ApprovalDecision(approved=False, reason=reason, decided_by=decided_by)
+        )
+
+    def suspend(self) -> None:
+        """Stop the running run, unfinished, where it waits for approvals (only with a run
+        store): its ``prompt()`` returns, the store keeps the run, :attr:`interrupted_run`
+        names it; a later :meth:`approve`/:meth:`deny` and :meth:`resume` continue it, in this
+        process or another one (see docs/reference.md#approval-of-tool-calls). Raises
+        ``ValueError`` without a store or when no call waits for approval."""
+        if self.store is None:
+            raise ValueError("only an agent with a run store (store=...) can suspend a run")
+        if not (self.is_busy and self._state._pending_approvals):
+            raise ValueError("no tool call of a running run waits for approval")
+        self._suspending = True
+        for waiter in list(self._waiters.values()):
+            waiter.event.set()  # no decision: the run suspends
+
+    def _decide_call(self, call_id: str, decision: ApprovalDecision) -> None:
+        waiter = self._waiters.get(call_id)
+        if waiter is not None:
+            if waiter.event.is_set():
+                raise ValueError(f"tool call {call_id!r} has been decided already")
+            waiter.decision = decision
+            waiter.event.set()
+            return
+        if call_id in self._state._pending_approvals:
+            if call_id in self._decisions:
+                raise ValueError(f"tool call {call_id!r} has been decided already")
+            # applied when the run asks for it (it has not yet, or it resumes later)
+            self._decisions[call_id] = decision
+            return
+        waiting = ", ".join(self._state._pending_approvals) or "none"
+        raise ValueError(f"no tool call {call_id!r} waits for approval (waiting: {waiting})")
+
+    async def _decide(self, request: ApprovalRequest, signal: AbortSignal) -> Any:
+        """The runs' ``decide_approval``: a decision made ahead (before a resume), or the one
+        :meth:`approve`/:meth:`deny` make; None (no decision) once :meth:`suspend` was called."""
+        call_id = request.tool_call_id
+        decision = self._decisions.pop(call_id, None)
+        if decision is not None:
+            return decision
+        if self._suspending:
+            return None
+        waiter = self._waiters[call_id] = _ApprovalWaiter()
+        try:
+            await waiter.event.wait()
+        finally:
+            if self._waiters.get(call_id) is waiter:
+                del self._waiters[call_id]
+        return waiter.decision
 
     def _check_not_interrupted(self) -> None:
         if self._interrupted is not None:
@@ -761,6 +871,16 @@ class Agent:
             state._pending_tool_calls.add(event.tool_call_id)
         elif kind == "tool_execution_end":
             state._pending_tool_calls.discard(event.tool_call_id)
+        elif kind == "approval_requested":
+            state._pending_approvals[event.tool_call_id] = ApprovalRequest(
+                tool_call_id=event.tool_call_id,
+                tool_name=event.tool_name,
+                args=event.args,
+                reason=event.reason,
+            )
+        elif kind == "approval_decided":
+            state._pending_approvals.pop(event.tool_call_id, None)
+            self._decisions.pop(event.tool_call_id, None)
         elif kind == "turn_end":
             message = event.message
             if getattr(message, "role", None) == "assistant" and message.error_message:
@@ -902,6 +1022,8 @@ class Agent:
             should_stop_after_turn=self.should_stop_after_turn,
             get_steering_messages=get_steering_messages,
             get_follow_up_messages=get_follow_up_messages,
+            decide_approval=self._decide,
+            approval_timeout_s=self.approval_timeout_s,
         )
 
     async def _run(
@@ -924,6 +1046,8 @@ class Agent:
         state._is_streaming = True
         state._streaming_message = None
         state._error_message = None
+        self._suspending = False
+        suspended = False
         store = self.store
         journal: dict[str, Any] = {}
         if store is not None:
@@ -937,6 +1061,7 @@ class Agent:
                 from .resume import resume_run
 
                 assert store is not None
+                self._interrupted = None
                 messages = await resume_run(
                     resume,
                     store,
@@ -947,7 +1072,6 @@ class Agent:
                     stream_fn=stream_fn,
                     on_transition=self.on_transition,
                 )
-                self._interrupted = None
                 return messages
             if prompts is None:
                 return await run_agent_loop_continue(
@@ -969,8 +1093,17 @@ class Agent:
                 on_transition=self.on_transition,
                 **journal,
             )
+        except RunSuspended as exc:
+            # the run waits for approvals in the store: the session resumes it later
+            suspended = True
+            self._interrupted = exc.run_id
+            return exc.messages
         finally:
-            _answer_dangling_calls(state._messages)
+            if not suspended:
+                _answer_dangling_calls(state._messages)
+                state._pending_approvals = {}
+                self._decisions.clear()
+            self._suspending = False
             state._is_streaming = False
             state._streaming_message = None
             state._pending_tool_calls = set()

@@ -179,6 +179,14 @@ class AgentLoopConfig(ModelCallOptions):
     should_stop_after_turn: Hook | None = None
     get_steering_messages: Callable[[], MaybeAwaitable] | None = None
     get_follow_up_messages: Callable[[], MaybeAwaitable] | None = None
+    decide_approval: Callable[[Any, AbortSignal], MaybeAwaitable] | None = None
+    """Decides about a tool call that needs approval: ``decide_approval(request, signal)``
+    (sync or async; ``request`` an :class:`~agentcore_fsm.approval.ApprovalRequest`) returns an
+    :class:`~agentcore_fsm.approval.ApprovalDecision`, a bool, or None (no decision in this
+    process: a journaled run is suspended). Without it, such a call is denied. See
+    docs/reference.md#approval-of-tool-calls."""
+    approval_timeout_s: float | None = None
+    """Deny a call whose decision has not come within this many seconds (None: wait)."""
 
 
 AssistantFinal: TypeAlias = AssistantMessage

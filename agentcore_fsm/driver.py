@@ -44,11 +44,20 @@ import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .abort import AbortController, AbortSignal
+from .approval import (
+    NO_APPROVER_TEXT,
+    TIMEOUT_TEXT,
+    ApprovalDecision,
+    ApprovalRequest,
+    RunSuspended,
+)
 from .boundary import (
     check_api_key,
     check_llm_messages,
     check_message_list,
     coerce_messages,
+    describe_value,
+    exc_text,
     is_message,
 )
 from .config import (
@@ -64,9 +73,13 @@ from .machine import LoopMachine
 from .messages import AgentMessage
 from .protocol import (
     Abort,
+    ApprovalChecked,
+    ApprovalDecided,
     ArgumentsPrepared,
+    AwaitApproval,
     CallHook,
     CallModel,
+    CheckApproval,
     Effect,
     ExecuteTool,
     Fail,
@@ -198,6 +211,12 @@ class _Driver:
         self._loop_thread = threading.get_ident()
         self._cancelled_exc: type[BaseException] = BaseException
         self._first: Step | None = None
+        # approvals: a journaled run may stop, unfinished, when every approval still waiting
+        # was answered "no decision here" (None) and nothing else is in flight
+        self.suspendable = False
+        self._awaiting = 0  # approval tasks in flight
+        self._undecided: list[ApprovalRequest] = []
+        self.suspended: list[ApprovalRequest] | None = None
 
     # --- abort --------------------------------------------------------------------------
 
@@ -302,6 +321,12 @@ class _Driver:
                 self.m.journal_error = None  # type: ignore[attr-defined]
                 if self._failure is None and not self._failed:
                     self._failure = journal_error
+            if self._undecided and not self._awaiting and self._failure is None:
+                if not self._halt:
+                    # nothing can feed the machine any more in this process: stop here, the
+                    # run unfinished (its journal keeps the requests); see RunSuspended
+                    self.suspended, self._undecided = self._undecided, []
+                    return
             if self._failure is not None or self._halt:
                 # stop running tools first; results that arrived before are still fed (those
                 # calls keep them), then the machine closes the run
@@ -354,6 +379,9 @@ class _Driver:
             elif isinstance(effect, CallHook) and effect.name == "after_tool_call":
                 assert effect.index is not None
                 self._spawn(effect.index, self._run_after_hook, effect)
+            elif isinstance(effect, AwaitApproval):
+                self._awaiting += 1
+                self._spawn(effect.index, self._await_approval, effect)
             else:
                 main = effect
         if main is None:
@@ -389,6 +417,17 @@ class _Driver:
                     messages = await _call(self.config.get_follow_up_messages)
                     self._scope = None
                     return feed(FollowUpPolled(messages, self._halt))
+                if isinstance(main, CheckApproval):
+                    try:
+                        check: Any = main.tool.requires_approval
+                        needed = await _call(check, main.args)
+                    except Exception as exc:
+                        self._scope = None
+                        if self._halt:
+                            return Step()
+                        return feed(ApprovalChecked(main.index, error=exc))
+                    self._scope = None
+                    return Step() if self._halt else feed(ApprovalChecked(main.index, needed))
                 assert isinstance(main, CallHook)
                 hook = getattr(self.config, main.name)
                 try:
@@ -546,7 +585,7 @@ class _Driver:
         assert self._tasks is not None
         self._tasks.spawn(index, fn, effect)
 
-    def _post(self, item: Input | None) -> None:
+    def _post(self, item: Input | _Undecided | None) -> None:
         assert self._tasks is not None
         self._tasks.post(item)  # dropped once the run has ended
 
@@ -622,8 +661,47 @@ class _Driver:
         else:
             self._post(HookReturned("after_tool_call", value, effect.index))
 
-    def _feed(self, item: Input | None) -> Step:
-        if item is None:  # a wake-up (abort)
+    async def _await_approval(self, effect: AwaitApproval) -> None:
+        """Get the decision about one call waiting for approval; post it (or, for a journaled
+        run, that this process makes none) to the inbox."""
+        index, request = effect.index, effect.request
+        try:
+            if self._halt:
+                return  # nothing starts once the signal fired: the abort answers the call
+            decide = self.config.decide_approval
+            if decide is None:
+                self._post(ApprovalDecided(index, False, NO_APPROVER_TEXT, "no approver"))
+                return
+            timeout = self.config.approval_timeout_s
+            value: Any = None
+            with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+                try:
+                    value = await _call(decide, request, self.signal)
+                except Exception as exc:
+                    reason = f"decide_approval raised: {exc_text(exc)}"
+                    self._post(ApprovalDecided(index, False, reason, "error"))
+                    return
+            if scope.cancelled_caught:
+                reason = TIMEOUT_TEXT.format(seconds=timeout)
+                self._post(ApprovalDecided(index, False, reason, "timeout"))
+                return
+            if value is None and self.suspendable:
+                self._post(_Undecided(request))
+                return
+            self._post(_decision(index, value, self.suspendable))
+        except self._cancelled_exc:
+            raise
+        except BaseException as exc:
+            self._interrupted(exc)
+        finally:
+            self._awaiting -= 1
+            self._post(None)  # wakes the driver: it may now suspend the run
+
+    def _feed(self, item: Input | _Undecided | None) -> Step:
+        if item is None:  # a wake-up (abort, an approval task that ended)
+            return Step()
+        if isinstance(item, _Undecided):
+            self._undecided.append(item.request)
             return Step()
         if isinstance(item, ToolUpdated):
             try:
@@ -653,12 +731,48 @@ class _Driver:
             found, item = tasks.get_nowait()
             if not found:
                 return None
-            if item is None or isinstance(item, ToolUpdated):
+            if item is None or isinstance(item, (ToolUpdated, _Undecided)):
                 continue
             try:
                 return self._feed(item)
             except MachineInputError:
                 continue  # an outcome of a batch that was already closed
+
+
+class _Undecided:
+    """Posted by an approval task whose decider made no decision (a journaled run)."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        self.request = request
+
+
+def _decision(index: int, value: Any, suspendable: bool) -> ApprovalDecided:
+    """What ``decide_approval`` returned, as the machine's input: an
+    :class:`~agentcore_fsm.approval.ApprovalDecision` (or a dict of its fields), a bool; junk is
+    a denial whose reason says what was wrong."""
+    if isinstance(value, bool):
+        return ApprovalDecided(index, value, None, "user")
+    if isinstance(value, dict):
+        try:
+            value = ApprovalDecision.model_validate(value)
+        except Exception as exc:
+            reason = f"decide_approval returned an invalid decision: {exc_text(exc)}"
+            return ApprovalDecided(index, False, reason, "error")
+    if isinstance(value, ApprovalDecision):
+        return ApprovalDecided(index, value.approved, value.reason, value.decided_by, value.args)
+    expected = "an ApprovalDecision, a dict with its fields, a bool"
+    if value is None:
+        reason = (
+            "decide_approval returned None (no decision), which only a journaled run can wait "
+            "for (store=...)"
+        )
+    else:
+        reason = f"decide_approval returned {describe_value(value)}; expected {expected}" + (
+            " or None" if suspendable else ""
+        )
+    return ApprovalDecided(index, False, reason, "error")
 
 
 # --- entry points -------------------------------------------------------------------------
@@ -685,10 +799,14 @@ async def _run(
         return machine.new_messages
     # a journaled run (see agentcore_fsm.resume): every input is appended to the store
     machine = journal.machine(prompts, context, config, on_transition, continuing)
+    driver = _Driver(machine, stream_fn, emit, signal, control)
+    driver.suspendable = True
     try:
-        await _Driver(machine, stream_fn, emit, signal, control).run()
+        await driver.run()
     finally:
         journal.close(machine)
+    if driver.suspended is not None:
+        raise RunSuspended(journal.run_id, driver.suspended, machine.new_messages)
     return machine.new_messages
 
 

@@ -6,7 +6,8 @@ then ``*_start``/``*_delta``/``*_end`` for each block of the answer as it grows,
 emits *agent events* (:data:`AgentEvent`) to its ``emit`` callback and to an ``Agent``'s
 listeners: ``agent_start``, then turns (``turn_start`` ... ``turn_end``) holding message events
 (``message_start``, ``message_update`` for each stream event, ``message_end``) and tool events
-(``tool_execution_start``/``_update``/``_end``), then ``agent_end``. Dispatch on ``event.type``.
+(``tool_execution_start``/``_update``/``_end``, and ``approval_requested``/``approval_decided``
+for a call that waits for approval), then ``agent_end``. Dispatch on ``event.type``.
 
 Events are slots dataclasses rather than pydantic models: two of them are built for every
 streamed delta (the stream event and its ``message_update``), and a slots dataclass costs about a
@@ -35,6 +36,8 @@ __all__ = [
     "AgentEndReason",
     "AgentEvent",
     "AgentStartEvent",
+    "ApprovalDecidedEvent",
+    "ApprovalRequestedEvent",
     "AssistantMessageEvent",
     "MessageEndEvent",
     "MessageStartEvent",
@@ -357,6 +360,35 @@ class ToolExecutionEndEvent(EventData):
     is_error: bool
 
 
+@dataclass(slots=True, kw_only=True)
+class ApprovalRequestedEvent(EventData):
+    """A tool call waits for approval: ``args`` are the arguments as validated (what the tool
+    would receive), ``reason`` why approval is asked. Comes after the call's
+    ``tool_execution_start``; exactly one ``approval_decided`` follows before its
+    ``tool_execution_end``."""
+
+    type: Literal["approval_requested"] = "approval_requested"
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    reason: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalDecidedEvent(EventData):
+    """The decision about a call that waited for approval: ``approved``, ``reason``,
+    ``decided_by`` (who or what decided: the approver's text, or "timeout", "abort", "no
+    approver") and ``args``, the arguments the approver changed (None: unchanged)."""
+
+    type: Literal["approval_decided"] = "approval_decided"
+    tool_call_id: str
+    tool_name: str
+    approved: bool
+    reason: str | None = None
+    decided_by: str = "user"
+    args: Any = None
+
+
 AgentEvent: TypeAlias = Annotated[
     AgentStartEvent
     | AgentEndEvent
@@ -367,7 +399,9 @@ AgentEvent: TypeAlias = Annotated[
     | MessageEndEvent
     | ToolExecutionStartEvent
     | ToolExecutionUpdateEvent
-    | ToolExecutionEndEvent,
+    | ToolExecutionEndEvent
+    | ApprovalRequestedEvent
+    | ApprovalDecidedEvent,
     Field(discriminator="type"),
 ]
 """An agent event, any type: what the loop emits."""

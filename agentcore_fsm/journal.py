@@ -20,6 +20,8 @@ What an entry holds is the *outcome* of an effect as the machine took it, not th
   with its text), a hook's value as its checker accepted it, or the text of why it was
   rejected; the arguments as ``before_tool_call`` left them (it may edit them in place);
 * polls keep what they returned (strs, messages, dicts with a role);
+* approval checks and decisions as they were fed (the decision's reason, who decided, the
+  arguments an approver changed), so a run can wait for approval across processes;
 * tool progress updates are not journaled: they change nothing in the run.
 
 Values are stored as JSON. A tool result's ``details`` or a message's field that is not JSON is
@@ -52,6 +54,8 @@ from .machine import LoopMachine
 from .messages import MESSAGE_ADAPTER, AssistantMessage, Model, now_ms
 from .protocol import (
     Abort,
+    ApprovalChecked,
+    ApprovalDecided,
     ArgumentsPrepared,
     Effect,
     Fail,
@@ -258,6 +262,19 @@ def _encode(
             "index": item.index,
             "value": _json_value(item.value),
         }
+    if isinstance(item, ApprovalChecked):
+        if item.error is not None:
+            return {"input": "approval_checked", "index": item.index, "error": exc_text(item.error)}
+        return {"input": "approval_checked", "index": item.index, "value": _json_value(item.needed)}
+    if isinstance(item, ApprovalDecided):
+        return {
+            "input": "approval_decided",
+            "index": item.index,
+            "approved": item.approved,
+            "reason": item.reason,
+            "decided_by": item.decided_by,
+            "args": _json_value(item.args),
+        }
     if isinstance(item, HookReturned):
         return _encode_hook(machine, item)
     if isinstance(item, HookFailed):
@@ -393,6 +410,18 @@ def _decode(
         if "error" in entry:
             return ArgumentsPrepared(entry["index"], error=JournaledError(entry["error"]))
         return ArgumentsPrepared(entry["index"], entry["value"])
+    if kind == "approval_checked":
+        if "error" in entry:
+            return ApprovalChecked(entry["index"], error=JournaledError(entry["error"]))
+        return ApprovalChecked(entry["index"], entry["value"])
+    if kind == "approval_decided":
+        return ApprovalDecided(
+            entry["index"],
+            entry["approved"],
+            entry["reason"],
+            entry["decided_by"],
+            entry["args"],
+        )
     if kind == "hook_returned":
         _restore_args(machine, entry)
         return HookReturned(entry["name"], _decode_hook_value(entry, tools), entry["index"])

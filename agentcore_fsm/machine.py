@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from .approval import ApprovalRequest
 from .boundary import (
     InvalidValueError,
     check_after_result,
@@ -60,6 +61,8 @@ from .events import (
 from .messages import AgentMessage, AssistantMessage, TextContent, ToolResultMessage, now_ms
 from .protocol import (
     Abort,
+    ApprovalChecked,
+    ApprovalDecided,
     ArgumentsPrepared,
     CallHook,
     CallModel,
@@ -193,6 +196,15 @@ class LoopMachine(DeclaredMachine):
     def tool_calls(self) -> list[ToolCallMachine]:
         """The machines of the current assistant message's tool calls, in source order."""
         return list(self._calls)
+
+    @property
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The approval requests of the tool calls waiting for a decision, in source order."""
+        return [
+            c.request
+            for c in self._calls
+            if c.state == "awaiting_approval" and c.request is not None
+        ]
 
     @property
     def pending_tool_calls(self) -> list[str]:
@@ -464,6 +476,12 @@ class LoopMachine(DeclaredMachine):
                 blocked: str | None = str(exc)
             else:
                 blocked = (before.reason or BLOCKED_TEXT) if before and before.block else None
+                if before is not None and before.require_approval and blocked is None:
+                    reason = before.reason or (
+                        f'before_tool_call asked for approval of tool "{c.call.name}"'
+                    )
+                    c.before_returned(None, reason)
+                    return self._after_call_input("hook_returned")
             c.before_returned(blocked)
         else:
             assert c.result is not None
@@ -475,6 +493,36 @@ class LoopMachine(DeclaredMachine):
                 result, is_error = error_result(exc_text(exc)), True
             c.after_returned(result, is_error)
         return self._after_call_input("hook_returned")
+
+    def _on_approval_checked(self, input: ApprovalChecked) -> Step:
+        self._check("approval_checked")
+        c = self._call_in("approval_checked", input.index, "approving", "requires_approval")
+        if input.error is not None and not isinstance(input.error, BaseException):
+            raise self._bad_input(
+                "approval_checked",
+                f"approval_checked: error must be an exception, not {describe_value(input.error)}",
+            )
+        c.approval_checked(input.needed, input.error)
+        return self._after_call_input("approval_checked")
+
+    def _on_approval_decided(self, input: ApprovalDecided) -> Step:
+        self._check("approval_decided")
+        c = self._call_in("approval_decided", input.index, "awaiting_approval", "a decision")
+        problem = None
+        if not isinstance(input.approved, bool):
+            problem = f"approved must be a bool, not {describe_value(input.approved)}"
+        elif input.reason is not None and not isinstance(input.reason, str):
+            problem = f"reason must be a str or None, not {describe_value(input.reason)}"
+        elif not isinstance(input.decided_by, str):
+            problem = f"decided_by must be a str, not {describe_value(input.decided_by)}"
+        elif input.args is not None and not isinstance(input.args, dict):
+            problem = f"args must be a dict or None, not {describe_value(input.args)}"
+        if problem is not None:
+            raise self._bad_input(
+                "approval_decided", f"approval_decided: tool call #{input.index}: {problem}"
+            )
+        c.decided(input)
+        return self._after_call_input("approval_decided")
 
     def _on_hook_failed(self, input: HookFailed) -> Step:
         name = input.name
@@ -692,7 +740,10 @@ class LoopMachine(DeclaredMachine):
         return self._final is not None and bool(self._final.tool_calls())
 
     def _guard_calls_prepared(self) -> bool:
-        return not any(c.state in ("preparing", "checking") for c in self._calls)
+        return not any(c.state in ("preparing", "checking", "approving") for c in self._calls)
+
+    def _guard_approvals_pending(self) -> bool:
+        return any(c.state == "awaiting_approval" for c in self._calls)
 
     def _guard_has_runnable_calls(self) -> bool:
         return any(c.state == "ready" for c in self._calls)
@@ -882,6 +933,8 @@ _HANDLERS: dict[type, Callable[[LoopMachine, Any], Step]] = {
     StreamEvent: LoopMachine._on_stream_event,
     StreamExhausted: LoopMachine._on_stream_exhausted,
     ArgumentsPrepared: LoopMachine._on_arguments_prepared,
+    ApprovalChecked: LoopMachine._on_approval_checked,
+    ApprovalDecided: LoopMachine._on_approval_decided,
     HookReturned: LoopMachine._on_hook_returned,
     HookFailed: LoopMachine._on_hook_failed,
     ToolUpdated: LoopMachine._on_tool_update,

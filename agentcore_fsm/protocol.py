@@ -15,15 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from .approval import ApprovalRequest
 from .config import AgentContext
 from .messages import Model, ToolCall
 from .tools import AgentTool
 
 __all__ = [
     "Abort",
+    "ApprovalChecked",
+    "ApprovalDecided",
     "ArgumentsPrepared",
+    "AwaitApproval",
     "CallHook",
     "CallModel",
+    "CheckApproval",
     "Effect",
     "ExecuteTool",
     "Fail",
@@ -109,6 +114,27 @@ class ExecuteTool:
 
 
 @dataclass(slots=True)
+class CheckApproval:
+    """Call ``tool.requires_approval(args)`` (the call's validated arguments): does this call
+    need approval? Answer with :class:`ApprovalChecked` (the bool it returned, or the error it
+    raised)."""
+
+    index: int
+    tool: AgentTool
+    args: Any
+
+
+@dataclass(slots=True)
+class AwaitApproval:
+    """Tool call ``index`` waits for approval (``request``): get a decision (the config's
+    ``decide_approval``, an Agent's ``approve``/``deny``, a timeout) and answer with
+    :class:`ApprovalDecided`. Nothing else of the batch runs meanwhile."""
+
+    index: int
+    request: ApprovalRequest
+
+
+@dataclass(slots=True)
 class Proceed:
     """Deliver this step's events, then answer with :class:`Proceeded`.
 
@@ -118,7 +144,15 @@ class Proceed:
 
 
 Effect: TypeAlias = (
-    PollSteering | PollFollowUp | CallModel | CallHook | PrepareArguments | ExecuteTool | Proceed
+    PollSteering
+    | PollFollowUp
+    | CallModel
+    | CallHook
+    | PrepareArguments
+    | CheckApproval
+    | AwaitApproval
+    | ExecuteTool
+    | Proceed
 )
 
 # --- inputs: what the machine is fed --------------------------------------------------------
@@ -186,6 +220,29 @@ class HookFailed:
 
 
 @dataclass(slots=True, frozen=True)
+class ApprovalChecked:
+    """``requires_approval`` of tool call ``index`` returned ``needed`` or raised ``error``
+    (the call then gets an error result with its text)."""
+
+    index: int
+    needed: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ApprovalDecided:
+    """The decision about tool call ``index``, waiting for approval: ``approved``; ``reason``;
+    ``decided_by`` (who or what decided); ``args``: arguments that replace the call's
+    (validated again), or None to keep them."""
+
+    index: int
+    approved: bool
+    reason: str | None = None
+    decided_by: str = "user"
+    args: Any = None
+
+
+@dataclass(slots=True, frozen=True)
 class ToolUpdated:
     """Running tool call ``index`` reported a partial result."""
 
@@ -230,6 +287,8 @@ Input: TypeAlias = (
     | StreamEvent
     | StreamExhausted
     | ArgumentsPrepared
+    | ApprovalChecked
+    | ApprovalDecided
     | HookReturned
     | HookFailed
     | ToolUpdated

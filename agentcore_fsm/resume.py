@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .abort import AbortController, AbortSignal
+from .approval import RunSuspended
 from .config import AgentContext, AgentLoopConfig, StreamFn
 from .declared import TransitionRecord
 from .journal import JournaledLoopMachine, RunSnapshot, pending_effects
@@ -196,10 +197,14 @@ async def resume_run(
         fn = _resolve_stream_fn(stream_fn)
         if signal is None:
             signal = AbortController().signal
-        await _Driver(machine, fn, emit, signal).run(first)
+        driver = _Driver(machine, fn, emit, signal)
+        driver.suspendable = True
+        await driver.run(first)
     finally:
         if machine is not None:
             journal.close(machine)
         else:
             store.release(run_id, journal.owner)
+    if driver.suspended is not None:
+        raise RunSuspended(run_id, driver.suspended, machine.new_messages)
     return machine.new_messages

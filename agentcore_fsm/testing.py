@@ -165,6 +165,16 @@ RULES: dict[str, str] = {
     "R5.returned": "the messages returned by the run equal agent_end.messages",
     "R5.unanswered": "every call of a toolUse/stop/length message is answered in its turn",
     "R5.answered_failed": "calls of an error/aborted assistant message are never run or answered",
+    # approval of tool calls
+    "A.request_outside": (
+        "approval_requested comes after its call's tool_execution_start and before its "
+        "tool_execution_end"
+    ),
+    "A.request_twice": "a tool call is asked for approval at most once",
+    "A.decided_unrequested": "approval_decided follows its call's approval_requested",
+    "A.decided_twice": "every approval_requested gets exactly one approval_decided",
+    "A.undecided": "a call asked for approval is decided before its tool_execution_end",
+    "A.ran_undecided": "no tool_execution_update of a call asked for approval before its decision",
     # transcript invariants
     "T.source_order": "tool calls start, and their result messages follow, in source order",
     "T.result_mismatch": "a result message carries its tool_execution_end's result and is_error",
@@ -298,6 +308,8 @@ class _CallState:
     end_result: Any = None
     end_is_error: bool = False
     result: Any = None
+    requested: bool = False
+    decided: bool = False
 
 
 @dataclass
@@ -723,6 +735,31 @@ class GrammarChecker:
             raise self._fail(
                 "R4.update_outside", f"update of {event.tool_call_id} outside its start..end"
             )
+        if state.requested and not state.decided:
+            raise self._fail(
+                "A.ran_undecided", f"update of {event.tool_call_id} before its approval decision"
+            )
+
+    def _on_approval_requested(self, event: Any) -> None:
+        _, state = self._call_for(event, "approval_requested")
+        if state is None or not state.started or state.ended:
+            raise self._fail(
+                "A.request_outside",
+                f"approval of {event.tool_call_id} requested outside its start..end",
+            )
+        if state.requested:
+            raise self._fail("A.request_twice", f"a second request for {event.tool_call_id}")
+        state.requested = True
+
+    def _on_approval_decided(self, event: Any) -> None:
+        _, state = self._call_for(event, "approval_decided")
+        if state is None or not state.requested:
+            raise self._fail(
+                "A.decided_unrequested", f"{event.tool_call_id} decided without a request"
+            )
+        if state.decided:
+            raise self._fail("A.decided_twice", f"a second decision for {event.tool_call_id}")
+        state.decided = True
 
     def _on_tool_end(self, event: Any) -> None:
         _, state = self._call_for(event, "tool_execution_end")
@@ -730,6 +767,10 @@ class GrammarChecker:
             raise self._fail("R4.end_without_start", f"end of {event.tool_call_id} before a start")
         if state.ended:
             raise self._fail("R4.end_twice", f"a second end for {event.tool_call_id}")
+        if state.requested and not state.decided:
+            raise self._fail(
+                "A.undecided", f"{event.tool_call_id} ended before its approval decision"
+            )
         state.ended = True
         state.end_result = event.result
         state.end_is_error = bool(event.is_error)
@@ -745,6 +786,8 @@ _HANDLERS: dict[str, Callable[[GrammarChecker, Any], None]] = {
     "tool_execution_start": GrammarChecker._on_tool_start,
     "tool_execution_update": GrammarChecker._on_tool_update,
     "tool_execution_end": GrammarChecker._on_tool_end,
+    "approval_requested": GrammarChecker._on_approval_requested,
+    "approval_decided": GrammarChecker._on_approval_decided,
 }
 
 

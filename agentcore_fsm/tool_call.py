@@ -12,11 +12,24 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .boundary import exc_text
+from .approval import ApprovalRequest, denied_text
+from .boundary import describe_value, exc_text
 from .declared import DeclaredMachine
-from .events import ToolExecutionEndEvent, ToolExecutionStartEvent
+from .events import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+)
 from .messages import ToolCall, ToolResultMessage
-from .protocol import CallHook, ExecuteTool, PrepareArguments
+from .protocol import (
+    ApprovalDecided,
+    AwaitApproval,
+    CallHook,
+    CheckApproval,
+    ExecuteTool,
+    PrepareArguments,
+)
 from .tools import (
     AfterToolCallContext,
     AgentTool,
@@ -40,9 +53,14 @@ TRUNCATED_TEXT = (
 )
 
 # states in which a call has started and not ended
-STARTED = frozenset({"preparing", "checking", "ready", "running", "reviewing"})
-# states in which a call is prepared or further along
-PREPARED = frozenset({"ready", "running", "reviewing", "ended", "answered"})
+STARTED = frozenset(
+    {"preparing", "checking", "approving", "awaiting_approval", "ready", "running", "reviewing"}
+)
+# states in which a call is prepared or further along (a call waiting for approval is prepared:
+# in parallel mode the next call begins meanwhile)
+PREPARED = frozenset({"awaiting_approval", "ready", "running", "reviewing", "ended", "answered"})
+APPROVAL_REASON = 'Tool "{name}" requires approval'
+"""The reason of an approval request made because the tool requires it."""
 
 
 class ToolCallMachine(DeclaredMachine):
@@ -65,6 +83,14 @@ class ToolCallMachine(DeclaredMachine):
         self.is_error = False
         self.finished_after_abort = False
         self.message: ToolResultMessage | None = None
+        # approval: asked by before_tool_call (with its reason), the tool's own check, the
+        # request made and the decision taken
+        self.approval_asked = False
+        self.approval_reason: str | None = None
+        self.approval_check: bool | None = None
+        self.approval_error: str | None = None
+        self.request: ApprovalRequest | None = None
+        self.decision: ApprovalDecided | None = None
 
     @property
     def started(self) -> bool:
@@ -81,9 +107,33 @@ class ToolCallMachine(DeclaredMachine):
             self._validated = None
         self._fire("arguments_prepared")
 
-    def before_returned(self, blocked: str | None) -> None:
+    def before_returned(self, blocked: str | None, approval: str | None = None) -> None:
+        """``blocked``: the rejection text; ``approval``: the hook asked for approval, with
+        this reason."""
         self.rejection = blocked
+        if approval is not None and blocked is None:
+            self.approval_asked, self.approval_reason = True, approval
         self._fire("before_returned")
+
+    def approval_checked(self, needed: Any, error: BaseException | None) -> None:
+        name = self.call.name
+        if error is not None:
+            self.approval_error = f'requires_approval of tool "{name}" raised: {exc_text(error)}'
+        elif isinstance(needed, bool):
+            self.approval_check = needed
+        else:
+            self.approval_error = (
+                f'requires_approval of tool "{name}" returned {describe_value(needed)}; '
+                f"expected a bool"
+            )
+        self._fire("approval_checked")
+
+    def decided(self, decision: ApprovalDecided) -> None:
+        self.decision = decision
+        if decision.approved and decision.args is not None:
+            self.raw = _json_copy(decision.args)  # validated again by arguments_valid
+            self._validated = None
+        self._fire("decided")
 
     def tool_finished(self, result: AgentToolResult, is_error: bool, after_abort: bool) -> None:
         self.result, self.is_error = result, is_error
@@ -136,6 +186,27 @@ class ToolCallMachine(DeclaredMachine):
     def _guard_blocked(self) -> bool:
         return self.rejection is not None
 
+    def _guard_has_approval_check(self) -> bool:
+        tool = self.tool
+        return tool is not None and callable(tool.requires_approval) and not self.approval_asked
+
+    def _guard_approval_check_failed(self) -> bool:
+        if self.approval_error is not None:
+            self.rejection = self.approval_error
+            return True
+        return False
+
+    def _guard_needs_approval(self) -> bool:
+        tool = self.tool
+        return (
+            self.approval_asked
+            or self.approval_check is True
+            or (tool is not None and tool.requires_approval is True)
+        )
+
+    def _guard_approved(self) -> bool:
+        return self.decision is not None and self.decision.approved
+
     def _guard_has_after_hook(self) -> bool:
         return self.loop.config.after_tool_call is not None and not self.finished_after_abort
 
@@ -172,6 +243,50 @@ class ToolCallMachine(DeclaredMachine):
     def _emit_truncated_end(self) -> None:
         self._end(error_result(TRUNCATED_TEXT.format(name=self.call.name)), True)
 
+    def _emit_approval_requested(self) -> None:
+        call = self.call
+        reason = self.approval_reason
+        if not self.approval_asked:
+            reason = APPROVAL_REASON.format(name=call.name)
+        request = ApprovalRequest(
+            tool_call_id=call.id, tool_name=call.name, args=self.args, reason=reason
+        )
+        self.request = request
+        self.loop._out.append(
+            ApprovalRequestedEvent(
+                tool_call_id=call.id, tool_name=call.name, args=request.args, reason=reason
+            )
+        )
+
+    def _emit_approval_decided(self) -> None:
+        decision = self.decision
+        assert decision is not None
+        call = self.call
+        if not decision.approved:
+            self.rejection = denied_text(call.name, decision.reason)
+        self.loop._out.append(
+            ApprovalDecidedEvent(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                approved=decision.approved,
+                reason=decision.reason,
+                decided_by=decision.decided_by,
+                args=decision.args if decision.approved else None,
+            )
+        )
+
+    def _emit_aborted_decision(self) -> None:
+        call = self.call
+        self.loop._out.append(
+            ApprovalDecidedEvent(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                approved=False,
+                reason=ABORTED_TEXT,
+                decided_by="abort",
+            )
+        )
+
     def _emit_result_message(self) -> None:
         result = self.result
         assert result is not None
@@ -201,6 +316,14 @@ class ToolCallMachine(DeclaredMachine):
             assistant_message=loop._final, tool_call=self.call, args=self.args, context=loop.context
         )
         loop._effects.append(CallHook("before_tool_call", ctx, self.index))
+
+    def _effect_check_approval(self) -> None:
+        assert self.tool is not None
+        self.loop._effects.append(CheckApproval(self.index, self.tool, self.args))
+
+    def _effect_await_approval(self) -> None:
+        assert self.request is not None
+        self.loop._effects.append(AwaitApproval(self.index, self.request))
 
     def _effect_execute(self) -> None:
         assert self.tool is not None

@@ -82,6 +82,10 @@ class AgentTool:
     """Safe to run twice with the same arguments: a journaled run that resumes after a crash
     runs such a call again when its result was not journaled; any other such call gets an
     error result saying it was interrupted."""
+    requires_approval: bool | Callable[[Any], Any] = False
+    """Whether a call needs a person's approval before it runs: True (every call), or a
+    callable ``requires_approval(args) -> bool`` (sync or async) that decides per call from
+    the validated arguments. See docs/reference.md#approval-of-tool-calls."""
     _validator: CompiledSchema | None = field(default=None, init=False, repr=False)
 
     if not TYPE_CHECKING:  # runtime only: type checkers keep flagging unknown attribute names
@@ -90,6 +94,11 @@ class AgentTool:
             object.__setattr__(self, name, value)
             if name == "parameters":
                 object.__setattr__(self, "_validator", _compile_parameters(self.name, value))
+            elif name == "requires_approval" and not (isinstance(value, bool) or callable(value)):
+                raise TypeError(
+                    f"tool {self.name!r}: requires_approval must be a bool or a callable "
+                    f"(args) -> bool, not {type(value).__name__}"
+                )
 
     def json_schema(self) -> dict[str, Any]:
         """The parameters as a JSON schema (for providers)."""
@@ -100,12 +109,15 @@ class AgentTool:
 
 class BeforeToolCallResult(BaseModel):
     """What ``before_tool_call`` may return: ``block=True`` stops the call, which then gets an
-    error result with ``reason`` (or "Tool execution was blocked")."""
+    error result with ``reason`` (or "Tool execution was blocked"); ``require_approval=True``
+    makes the call wait for approval, ``reason`` saying why (see
+    docs/reference.md#approval-of-tool-calls)."""
 
     model_config = ConfigDict(defer_build=True)
 
     block: bool = False
     reason: str | None = None
+    require_approval: bool = False
 
 
 class AfterToolCallResult(BaseModel):

@@ -24,6 +24,8 @@ from agentcore_fsm import (
     AgentStartEvent,
     AgentTool,
     AgentToolResult,
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
     AssistantMessage,
     LlmContext,
     MessageEndEvent,
@@ -341,6 +343,62 @@ def case_tool_update_outside() -> tuple[list[Any], Any, None]:
     return insert(good_events(), 12, extra), extra, None
 
 
+def requested(call: ToolCall) -> ApprovalRequestedEvent:
+    return ApprovalRequestedEvent(
+        tool_call_id=call.id, tool_name=call.name, args=call.arguments, reason="why"
+    )
+
+
+def decided(call: ToolCall) -> ApprovalDecidedEvent:
+    return ApprovalDecidedEvent(tool_call_id=call.id, tool_name=call.name, approved=True)
+
+
+def approved_events() -> list[Any]:
+    """good_events with C1 asked for approval and approved: 9 requested, 10 decided (after
+    both starts), 11 the update of C1, 12-13 ends."""
+    return insert(good_events(), 9, requested(C1), decided(C1))
+
+
+def test_a_run_with_an_approval_passes() -> None:
+    summary = check_run(approved_events(), GOOD_MESSAGES)
+    assert summary.turns == 2 and summary.reason == "completed"
+
+
+def case_request_before_start() -> tuple[list[Any], Any, None]:
+    extra = requested(C1)
+    return insert(good_events(), 7, extra), extra, None
+
+
+def case_request_after_end() -> tuple[list[Any], Any, None]:
+    extra = requested(C2)
+    return insert(good_events(), 12, extra), extra, None
+
+
+def case_request_twice() -> tuple[list[Any], Any, None]:
+    extra = requested(C1)
+    return insert(approved_events(), 11, extra), extra, None
+
+
+def case_decided_unrequested() -> tuple[list[Any], Any, None]:
+    extra = decided(C2)
+    return insert(good_events(), 9, extra), extra, None
+
+
+def case_decided_twice() -> tuple[list[Any], Any, None]:
+    extra = decided(C1)
+    return insert(approved_events(), 11, extra), extra, None
+
+
+def case_ended_undecided() -> tuple[list[Any], Any, None]:
+    # C2 asked after both starts, never decided: its end (then at #12) breaks the rule
+    return insert(good_events(), 9, requested(C2)), 12, None
+
+
+def case_update_before_decision() -> tuple[list[Any], Any, None]:
+    # C1 asked, and its update (then at #10) comes before any decision
+    return insert(good_events(), 9, requested(C1)), 10, None
+
+
 def case_result_before_end() -> tuple[list[Any], Any, None]:
     events = good_events()
     moved = events[11]  # c2's end, moved after its result message
@@ -565,6 +623,12 @@ EVENT_CASES: dict[str, list[Case]] = {
     "R5.unanswered": [case_unanswered, case_unanswered_length],
     "R5.answered_failed": [case_answered_failed],
     "T.source_order": [case_source_order_starts, case_source_order_results],
+    "A.request_outside": [case_request_before_start, case_request_after_end],
+    "A.request_twice": [case_request_twice],
+    "A.decided_unrequested": [case_decided_unrequested],
+    "A.decided_twice": [case_decided_twice],
+    "A.undecided": [case_ended_undecided],
+    "A.ran_undecided": [case_update_before_decision],
     "T.result_mismatch": [case_result_mismatch, case_result_mismatch_is_error],
     "T.turn_end_results": [case_turn_end_results],
     "T.final_stop_reason": [case_final_stop_reason, case_unknown_stop_reason],

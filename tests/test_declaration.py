@@ -51,6 +51,7 @@ def test_every_input_and_auto_trigger_is_accounted_for() -> None:
     assert set(loop.auto_triggers) == {
         "model_finished",
         "tools_prepared",
+        "approvals_settled",
         "tools_settled",
         "after_turn",
         "skip_steering_poll",

@@ -56,7 +56,7 @@ def _section(text: str, heading: str) -> str:
 
 # --- the event grammar -----------------------------------------------------------------------
 
-RULE_ID = re.compile(r"`((?:R[1-5]|T|C)\.[a-z_]+)`")
+RULE_ID = re.compile(r"`((?:R[1-5]|T|C|A)\.[a-z_]+)`")
 
 
 def test_the_reference_lists_every_rule_of_the_checker() -> None:
