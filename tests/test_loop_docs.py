@@ -1,7 +1,7 @@
 """The loop guide (docs/loop.md, "The agent loop") shows its five examples: a minimal agent,
 consuming events with ``agent_loop``, stepping the machine by hand, stepping steering,
-follow-ups and abort, and stepping an approval. ``tests/test_readme.py`` runs them (and compares what they print with the
-output shown under them)."""
+follow-ups and abort, and stepping an approval. ``tests/test_readme.py`` runs them (and
+compares what they print with the output shown under them)."""
 
 from __future__ import annotations
 
