@@ -906,6 +906,8 @@ def format_table(rows: list[Row], args: argparse.Namespace) -> str:
         f"minimal task group={args.minimal_taskgroup}, {args.iterations} runs per workload "
         f"(median), {args.concurrent} concurrent x {args.repeats}"
     )
+    if args.otel:
+        head += ", otel=on"
     lines = [head, ""]
     lines.append(f"{'workload':<40} {'ours':>10} {'minimal':>10} {'unit':<8} {'ratio':>7}  target")
     for r in rows:
@@ -969,6 +971,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="native",
         help="how the minimal loop runs tools: the backend's own task group (default) or anyio's",
     )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace our side with agentcore_fsm.otel on the OpenTelemetry SDK (needs "
+        "opentelemetry-sdk): what tracing costs",
+    )
     args = p.parse_args(argv)
     for name in ("iterations", "concurrent", "repeats", "deltas"):
         if getattr(args, name) < 1:
@@ -986,6 +994,7 @@ def main(argv: list[str]) -> int:
     """Run ``agentcore-fsm bench`` with ``argv`` and print the table; 0 on success, 1 when a
     run did not do its work (nothing is printed then but the reason), 2 for bad options."""
     args = parse_args(argv)
+    stop_tracing = _trace_ours() if args.otel else None
     try:
         rows = anyio.run(run_bench, args, backend=args.backend)
         if args.import_runs:
@@ -993,5 +1002,37 @@ def main(argv: list[str]) -> int:
     except BenchError as exc:
         print(f"agentcore-fsm bench: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if stop_tracing is not None:
+            stop_tracing()
     print(format_table(rows, args))
     return 0
+
+
+def _trace_ours() -> Callable[[], None]:
+    """``--otel``: trace and meter every run of our side (the minimal loop has no tracing) with
+    :mod:`agentcore_fsm.otel` on the OpenTelemetry SDK, as a service would: spans go through a
+    batch processor to an exporter that drops them, measurements are aggregated in memory.
+    Returns what switches it off again."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from .otel import instrument, uninstrument
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    instrument(tracer_provider, meter_provider)
+
+    def stop() -> None:
+        uninstrument()
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+
+    return stop

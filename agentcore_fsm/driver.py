@@ -104,6 +104,7 @@ from .tasks import ToolTasks, on_trio
 from .tools import AgentToolResult
 
 if TYPE_CHECKING:
+    from .otel import Instrumentation
     from .resume import StoreJournal
     from .store import RunStore
 
@@ -777,6 +778,9 @@ def _decision(index: int, value: Any, suspendable: bool) -> ApprovalDecided:
 
 # --- entry points -------------------------------------------------------------------------
 
+_instrumentation: Instrumentation | None = None
+"""The global tracing switch: set by :func:`agentcore_fsm.otel.instrument`; None is off."""
+
 
 async def _run(
     prompts: list[AgentMessage],
@@ -789,17 +793,36 @@ async def _run(
     control: AbortSignal | None = None,
     journal: StoreJournal | None = None,
     continuing: bool = False,
+    instrument: bool | Instrumentation | None = None,
+    make_driver: Callable[..., _Driver] = _Driver,
 ) -> list[AgentMessage]:
     if signal is None:
         # hooks, tools and the stream function always get a signal: the run makes its own
         signal = AbortController().signal
+    tracing = _instrumentation if instrument is None else instrument
+    if tracing:  # the one check a run makes when tracing is off (see agentcore_fsm.otel)
+        from .otel import traced_run
+
+        return await traced_run(
+            tracing,
+            prompts,
+            context,
+            config,
+            emit,
+            signal,
+            stream_fn,
+            on_transition,
+            control,
+            journal,
+            continuing,
+        )
     if journal is None:
         machine = LoopMachine(prompts, context, config, on_transition=on_transition)
-        await _Driver(machine, stream_fn, emit, signal, control).run()
+        await make_driver(machine, stream_fn, emit, signal, control).run()
         return machine.new_messages
     # a journaled run (see agentcore_fsm.resume): every input is appended to the store
     machine = journal.machine(prompts, context, config, on_transition, continuing)
-    driver = _Driver(machine, stream_fn, emit, signal, control)
+    driver = make_driver(machine, stream_fn, emit, signal, control)
     driver.suspendable = True
     try:
         await driver.run()
@@ -822,10 +845,15 @@ async def run_agent_loop(
     store: RunStore | None = None,
     run_id: str | None = None,
     session_id: str | None = None,
+    instrument: bool | Instrumentation | None = None,
 ) -> list[AgentMessage]:
     """Run the loop with ``prompts`` appended to (a copy of) ``context``; return the messages
     the run created. ``emit(event)`` (sync or async) is awaited for every event, in order.
     ``on_transition(record)`` (an extension) is called, synchronously, for every state change.
+    ``instrument``: trace the run with OpenTelemetry (``True``, ``False``, an
+    :class:`~agentcore_fsm.otel.Instrumentation`; ``None`` follows
+    :func:`agentcore_fsm.otel.instrument`); see docs/tracing.md.
+
     With a run ``store`` (a :class:`~agentcore_fsm.store.RunStore`, e.g.
     :class:`~agentcore_fsm.SqliteRunStore`) the run is journaled under ``run_id`` (required,
     new) as it goes, and :func:`~agentcore_fsm.resume_run` continues it after a crash; see
@@ -842,6 +870,7 @@ async def run_agent_loop(
         fn,
         on_transition,
         journal=journal,
+        instrument=instrument,
     )
 
 
@@ -856,10 +885,11 @@ async def run_agent_loop_continue(
     store: RunStore | None = None,
     run_id: str | None = None,
     session_id: str | None = None,
+    instrument: bool | Instrumentation | None = None,
 ) -> list[AgentMessage]:
     """Continue from ``context`` as it is (no prompts). Raises ``ValueError`` before emitting
     anything when the transcript is empty or ends with an assistant message. ``store``,
-    ``run_id`` and ``session_id`` as for :func:`run_agent_loop`."""
+    ``run_id``, ``session_id`` and ``instrument`` as for :func:`run_agent_loop`."""
     fn = _resolve_stream_fn(stream_fn)
     _check_continue(context)
     journal = _journal(store, run_id, session_id)
@@ -873,6 +903,7 @@ async def run_agent_loop_continue(
         on_transition,
         journal=journal,
         continuing=True,
+        instrument=instrument,
     )
 
 

@@ -42,7 +42,9 @@ NOT_ON_IMPORT = [
     "agentcore_fsm.bench",
     "agentcore_fsm.demo",
     "agentcore_fsm.chat",
+    "agentcore_fsm.otel",
     "jsonschema",
+    "opentelemetry",
 ]
 """Modules a bare ``import agentcore_fsm`` must not load."""
 
