@@ -97,7 +97,11 @@ class ToolTasks:
             self._nursery.start_soon(_in_scope, scope, fn, arg)
 
     def cancel_all(self) -> None:
-        for handle in self._cancel.values():
+        """Cancel every task started so far, once: a task is never cancelled twice (on asyncio
+        a second ``Task.cancel()`` would interrupt the shielded cleanup a cancelled tool is
+        doing, e.g. telling a server that its request was cancelled)."""
+        handles, self._cancel = self._cancel, {}
+        for handle in handles.values():
             handle.cancel()
 
     async def join(self) -> None:
