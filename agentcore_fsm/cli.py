@@ -19,6 +19,7 @@ COMMANDS = {
     "diagram": ("agentcore_fsm.diagram_cli", "Render the declared machines or a recorded run."),
     "chat": ("agentcore_fsm.chat", "Chat with a real model (OpenAI-compatible or Anthropic)."),
     "replay": ("agentcore_fsm.replay", "Re-run a recording offline; report the first divergence."),
+    "worker": ("agentcore_fsm.durable.worker", "Run durable runs from a DBOS queue (dbos extra)."),
 }
 """Each subcommand: the module whose ``main(argv)`` runs it, and its one-line summary."""
 BROKEN_PIPE = 141  # 128 + SIGPIPE
