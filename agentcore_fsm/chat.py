@@ -27,8 +27,21 @@ The model has two safe built-in tools (``--no-tools`` leaves them out):
   evaluated as Python: anything else (names, functions, ...) is refused, and sizes are bounded
   so that no expression can exhaust memory or time.
 
+``--mcp "<command line>"`` (repeatable; the ``mcp`` extra) starts that MCP server over stdio for
+the session and adds its tools, after the built-in ones, as the server lists them before each
+prompt (see docs/mcp.md). A server that cannot be started ends the command with exit status 2.
+
+``--approve`` asks before each tool call runs: the tool's name and its arguments (as JSON) are
+shown, ``y`` approves, anything else denies (the model then reads that the call was "denied at
+the terminal"), and the decision is printed (``[approved] NAME`` / ``[denied] NAME: denied at
+the terminal``). Every tool of the session, MCP ones included, then needs approval
+(``requires_approval=True``, see docs/approval.md); the calls of one reply are asked about one
+after the other, and none of them runs before every answer is in. Ctrl-C at the question
+aborts the reply.
+
 Arguments are checked before anything starts: an empty ``--model``, a ``--base-url`` that is
-not an http(s) URL with a host, or a ``--max-tokens`` below 1 is refused with exit status 2.
+not an http(s) URL with a host, a ``--max-tokens`` below 1 or an ``--mcp`` command line that
+cannot be split into words is refused with exit status 2.
 
 Keys come from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``. With ``--base-url`` (a local
 OpenAI-compatible server) a key is optional. A model missing from the table in
@@ -42,17 +55,22 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shlex
 import signal
 import sys
 import urllib.parse
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import anyio
 import anyio.abc
 import anyio.to_thread
+from pydantic_core import to_jsonable_python
 
 from .abort import AbortController
+from .approval import ApprovalDecision, ApprovalRequest
 from .calculator import calculator_tool
 from .config import AgentContext, AgentLoopConfig, StreamFn
 from .driver import run_agent_loop
@@ -236,6 +254,17 @@ def _max_tokens(text: str) -> int:
     return value
 
 
+def _mcp_command(text: str) -> str:
+    """``--mcp``: a command line that splits into words (as a POSIX shell splits it)."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"cannot split {text!r} into words: {exc}") from None
+    if not words:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="agentcore-fsm chat",
@@ -254,6 +283,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--max-tokens", type=_max_tokens, help="output token limit per reply (at least 1)"
     )
     parser.add_argument("--no-tools", action="store_true", help="leave the built-in tools out")
+    parser.add_argument(
+        "--approve",
+        action="store_true",
+        help="ask y/n at the terminal before each tool call runs",
+    )
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        type=_mcp_command,
+        metavar="COMMAND",
+        help="an MCP server to run over stdio (its command line, quoted); adds its tools "
+        "(repeatable)",
+    )
     return parser.parse_args(argv)
 
 
@@ -317,7 +360,30 @@ class _SigintWatch:
                     self.quit.set()
 
 
-async def _session(args: argparse.Namespace, stream_fn: StreamFn, api_key: str | None) -> int:
+async def _with_mcp(args: argparse.Namespace, stream_fn: StreamFn, api_key: str | None) -> int:
+    """The session, with the ``--mcp`` servers started before it and stopped after it."""
+    if not args.mcp:
+        return await _session(args, stream_fn, api_key)
+    try:
+        from .mcp import MCPConnectionError, MCPSession, StdioServer
+    except ImportError as exc:
+        print(f"agentcore-fsm chat: {exc}", file=sys.stderr)
+        return 2
+    async with contextlib.AsyncExitStack() as stack:
+        servers = []
+        for command in args.mcp:
+            try:
+                session = MCPSession(StdioServer.parse(command))
+                servers.append(await stack.enter_async_context(session))
+            except MCPConnectionError as exc:
+                print(f"agentcore-fsm chat: {exc}", file=sys.stderr)
+                return 2
+        return await _session(args, stream_fn, api_key, servers)
+
+
+async def _session(
+    args: argparse.Namespace, stream_fn: StreamFn, api_key: str | None, mcp: Sequence[Any] = ()
+) -> int:
     stdin, stdout = sys.stdin, sys.stdout
     interactive = stdin.isatty()
     printer = Printer(stdout, color=stdout.isatty())
@@ -334,6 +400,9 @@ async def _session(args: argparse.Namespace, stream_fn: StreamFn, api_key: str |
     code = 0
     async with anyio.create_task_group() as tg:
         await tg.start(watch.run)
+        lines = _Lines(stdin, tg)
+        if args.approve:
+            config.decide_approval = _Approver(lines, printer, interactive)
         if interactive:
             printer.write(
                 f"Chatting with {model.id} ({model.provider}). Ctrl-C aborts a reply; "
@@ -342,7 +411,7 @@ async def _session(args: argparse.Namespace, stream_fn: StreamFn, api_key: str |
         while True:
             if interactive:
                 printer.write("\nyou> ")
-            line = await _read_line(stdin, watch)
+            line = await _read_line(lines, watch)
             printer.line_open = False  # the Enter that ended the line ended it on screen too
             if line is None:
                 code = 130
@@ -360,6 +429,9 @@ async def _session(args: argparse.Namespace, stream_fn: StreamFn, api_key: str |
                 context.messages.clear()
                 printer.write("[conversation cleared]\n")
                 continue
+            context.tools = [*tools, *(tool for server in mcp for tool in server.tools)]
+            if args.approve:  # every call asks first (see _Approver)
+                context.tools = [replace(t, requires_approval=True) for t in context.tools]
             controller = AbortController()
             watch.controller = controller
             try:
@@ -381,13 +453,71 @@ async def _session(args: argparse.Namespace, stream_fn: StreamFn, api_key: str |
     return code
 
 
-async def _read_line(stdin: TextIO, watch: _SigintWatch) -> str | None:
+class _Lines:
+    """Standard input, line by line, read in a worker thread so that the event loop goes on.
+    A read whose reader gave up (Ctrl-C at the prompt, an abort while an approval question
+    waits) goes on in its thread, and its line goes to the next reader instead of being lost
+    to a second thread reading at the same time. The reads run in the session's task group."""
+
+    def __init__(self, stdin: TextIO, tg: anyio.abc.TaskGroup) -> None:
+        self.stdin = stdin
+        self.tg = tg
+        self._read: anyio.Event | None = None  # set once the read in progress has its line
+        self._line = ""
+
+    async def readline(self) -> str:
+        """The next line ('' at end of input)."""
+        done = self._read
+        if done is None:
+            done = self._read = anyio.Event()
+            self.tg.start_soon(self._read_one, done)
+        await done.wait()
+        self._read = None
+        return self._line
+
+    async def _read_one(self, done: anyio.Event) -> None:
+        self._line = await anyio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
+        done.set()
+
+
+class _Approver:
+    """``--approve``: the session's ``decide_approval``. It asks at the terminal, one call at a
+    time, showing the tool's name and arguments as JSON; ``y`` approves, anything else denies.
+    The question and the decision are printed; piped input is echoed after the question, so
+    that the transcript reads as it would on a terminal."""
+
+    DENIED = "denied at the terminal"
+
+    def __init__(self, lines: _Lines, printer: Printer, interactive: bool) -> None:
+        self.lines = lines
+        self.printer = printer
+        self.interactive = interactive
+        self.lock = anyio.Lock()  # one question at a time
+
+    async def __call__(self, request: ApprovalRequest, signal: Any) -> ApprovalDecision:
+        printer, name = self.printer, request.tool_name
+        async with self.lock:
+            args = json.dumps(to_jsonable_python(request.args, fallback=repr), ensure_ascii=False)
+            printer.write(("\n" if printer.line_open else "") + f"[approve?] {name} {args} [y/N] ")
+            answer = await self.lines.readline()
+            if self.interactive and answer.endswith("\n"):
+                printer.line_open = False  # the Enter ended the line on screen
+            else:
+                printer.write(answer.strip() + "\n")
+            if answer.strip().lower() == "y":
+                printer.line(f"[approved] {name}")
+                return ApprovalDecision(approved=True, decided_by="terminal")
+            printer.line(f"[denied] {name}: {self.DENIED}")
+            return ApprovalDecision(approved=False, reason=self.DENIED, decided_by="terminal")
+
+
+async def _read_line(lines: _Lines, watch: _SigintWatch) -> str | None:
     """The next line ('' at end of input), or None when Ctrl-C was pressed at the prompt."""
     result: list[str] = []
     async with anyio.create_task_group() as tg:
 
         async def read() -> None:
-            result.append(await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True))
+            result.append(await lines.readline())
             tg.cancel_scope.cancel()
 
         async def interrupted() -> None:
@@ -417,7 +547,7 @@ def main(argv: list[str]) -> int:
         print(f"agentcore-fsm chat: {exc}", file=sys.stderr)
         return 2
     try:
-        code: int = anyio.run(_session, args, stream_fn, api_key, backend="trio")
+        code: int = anyio.run(_with_mcp, args, stream_fn, api_key, backend="trio")
     except KeyboardInterrupt:  # Ctrl-C before the handler was installed
         return 130
     return code

@@ -16,12 +16,18 @@ final answer was computed by the tools during the run:
    with VAT); the calculator (:mod:`agentcore_fsm.calculator`, shared with ``agentcore-fsm
    chat``) parses arithmetic with :mod:`ast` and computes with :class:`~decimal.Decimal` - no
    ``eval``;
-5. it answers with the computed numbers.
+5. it answers with the computed numbers, and saves them in ``summary.txt`` with ``write_file``,
+   a tool that needs approval (``requires_approval=True``, see docs/approval.md): the call waits
+   in the loop's ``awaiting_approval`` state until the demo user (the script's
+   ``decide_approval``) approves it, a moment later;
+6. it says where the summary is.
 
 The transcript shows the streamed text as it arrives, every tool call and result, the steering
-message, and every transition of the loop's state machine (``[fsm] source -(trigger)-> dest``).
+message, the approval (``approval: write_file {...} -- approved by the demo user``), and every
+transition of the loop's state machine (``[fsm] source -(trigger)-> dest``).
 At the end the run's diagram (Mermaid, from the declaration and the transitions taken: the path
-thick, with counts) is written to a file whose path is printed: ``--out PATH``, or by default
+thick, with counts, and how long the run waited in ``awaiting_approval``) is written to a file
+whose path is printed: ``--out PATH``, or by default
 ``run.mmd`` in a new directory made with :func:`tempfile.mkdtemp` (never overwritten, never
 inside the current directory). Next to it go the run's steps in order, as a Markdown table
 (``run-steps.md`` for ``run.mmd``), and, when Graphviz is installed, an SVG (``run.svg``).
@@ -44,18 +50,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import json
 import math
 import re
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+from pydantic_core import to_jsonable_python
 
+from .approval import ApprovalDecision, ApprovalRequest
 from .calculator import calculator_tool
 from .config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
 from .declaration import Declaration, load_declaration
@@ -88,6 +98,10 @@ __all__ = ["main"]
 
 QUESTION = "What do the invoices in my workspace add up to?"
 STEERING = "Oh, and please add 20% VAT to the total as well."
+SUMMARY = "summary.txt"
+APPROVER = "the demo user"
+THINKING = 30
+"""How long the demo user takes to approve, in streamed chunks (``--delay`` each)."""
 INVOICES = {
     "invoices/2024-01-acme.txt": ("ACME Corp", "Anvils (3)", "1249.50"),
     "invoices/2024-02-globex.txt": ("Globex", "Consulting, 2 days", "380.25"),
@@ -106,7 +120,8 @@ def _inside(root: Path, relative: str) -> Path:
 
 
 def file_tools(root: Path) -> list[AgentTool]:
-    """``list_files`` and ``read_file`` confined to ``root`` (JSON-schema parameters)."""
+    """``list_files``, ``read_file`` and ``write_file`` confined to ``root`` (JSON-schema
+    parameters); ``write_file`` needs approval (``requires_approval=True``)."""
     root = root.resolve()
 
     def list_files(
@@ -127,6 +142,15 @@ def file_tools(root: Path) -> list[AgentTool]:
     ) -> AgentToolResult:
         path = _inside(root, params["path"])
         return AgentToolResult(content=[TextContent(text=path.read_text(encoding="utf-8"))])
+
+    def write_file(
+        tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any
+    ) -> AgentToolResult:
+        path = _inside(root, params["path"])
+        data = params["content"].encode("utf-8")
+        path.write_bytes(data)
+        text = f"wrote {len(data)} bytes to {path.relative_to(root).as_posix()}"
+        return AgentToolResult(content=[TextContent(text=text)])
 
     return [
         AgentTool(
@@ -149,6 +173,18 @@ def file_tools(root: Path) -> list[AgentTool]:
                 "additionalProperties": False,
             },
             execute=read_file,
+        ),
+        AgentTool(
+            name="write_file",
+            description="Write a text file of the workspace (the user approves each write).",
+            parameters={
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+                "additionalProperties": False,
+            },
+            execute=write_file,
+            requires_approval=True,
         ),
     ]
 
@@ -223,11 +259,20 @@ def scripted_model() -> list[Callable[[LlmContext], AssistantMessage]]:
     def answer(context: LlmContext) -> AssistantMessage:
         values = [Decimal(_text(r)) for r in _results(context)]
         text = f"Your three invoices add up to {values[0]:.2f} EUR"
+        summary = f"Invoices: {values[0]:.2f} EUR\n"
         if len(values) > 1:
             text += f"; with 20% VAT that is {values[1]:.2f} EUR"
-        return faux_response(text + ".")
+            summary += f"With 20% VAT: {values[1]:.2f} EUR\n"
+        call = _call("write_file", {"path": SUMMARY, "content": summary}, 1)
+        return faux_response(text + ".", tool_calls=[call])
 
-    return [look, read_invoices, add_up, answer]
+    def saved(context: LlmContext) -> AssistantMessage:
+        result = _results(context)[0]
+        if result.is_error:
+            return faux_response(f"I could not save the summary: {_text(result)}")
+        return faux_response(f"I saved the totals in {SUMMARY}.")
+
+    return [look, read_invoices, add_up, answer, saved]
 
 
 # --- the run diagram --------------------------------------------------------------------------
@@ -259,8 +304,11 @@ class Transcript:
     (a tool's ``tool_execution_end`` precedes the ``tools_settled`` it causes). To print things
     in the order they happened, transitions are held: one is printed just before the first
     event its declared emit actions produce, or, for one that emits nothing, when the driver
-    performs the next effect (a poll, a model call, a tool: :meth:`flush`). Tools may start in
-    worker threads, hence the lock.
+    performs the next effect (a poll, a model call, a tool, the approver: :meth:`flush`). Two
+    exceptions: a call's ``approval_requested`` comes in the step in which the loop entered
+    ``awaiting_approval``, so it is printed after every held transition; ``approval_decided`` is
+    printed before the transitions the decision caused. Tools may start in worker threads,
+    hence the lock.
 
     The steering message is sent by :meth:`steer`, which the first ``read_file`` call to start
     runs inside its execution: the line that says so is printed while the reads are running.
@@ -278,6 +326,7 @@ class Transcript:
         self.closed = False
         """The output was closed by its reader (``demo | head``): the run goes on unprinted."""
         self.end_reason: str | None = None
+        self.asked: dict[str, Any] = {}  # the arguments of each call waiting for approval
 
     def write(self, text: str) -> None:
         with self.lock:
@@ -329,7 +378,10 @@ class Transcript:
 
     def __call__(self, event: Any) -> None:
         kind = event.type
-        self._flush_for(kind)
+        if kind == "approval_requested":
+            self.flush()  # the loop entered awaiting_approval in this very step
+        elif kind != "approval_decided":
+            self._flush_for(kind)
         if kind == "turn_start":
             self.turns += 1
             self.line(f"--- turn {self.turns} ---")
@@ -360,9 +412,21 @@ class Transcript:
             self.line(f"    {status:<5} {event.tool_name} -> {shown[0]}")
             for extra in shown[1:4]:
                 self.line(f"          {' ' * len(event.tool_name)}    {extra}")
+        elif kind == "approval_requested":
+            self.asked[event.tool_call_id] = event.args
+            self.line(f"    wait  {event.tool_name} needs approval; the run waits for it")
+        elif kind == "approval_decided":
+            args = _json(self.asked.pop(event.tool_call_id, None))
+            verdict = "approved" if event.approved else f"denied ({event.reason})"
+            self.line(f"    approval: {event.tool_name} {args} -- {verdict} by {event.decided_by}")
         elif kind == "agent_end":
             self.end_reason = event.reason
             self.line(f"agent_end: reason={event.reason}, {len(event.messages)} new messages")
+
+
+def _json(value: Any) -> str:
+    """``value`` as one line of ASCII JSON (the transcript is plain ASCII)."""
+    return json.dumps(to_jsonable_python(value, fallback=repr))
 
 
 def _flushing(tool: AgentTool, flush: Callable[[], None]) -> AgentTool:
@@ -442,17 +506,26 @@ async def run_demo(
     out: TextIO,
     delay: float,
     script: list[Any] | None = None,
-) -> tuple[list[Any], list[TransitionRecord], str | None]:
-    """Run the session in ``workspace``; return the new messages, the transition records and
-    the ``agent_end`` reason. ``script``: the model's responses (default
-    :func:`scripted_model`; the tests pass others, e.g. one that fails)."""
+) -> tuple[list[Any], list[TransitionRecord], str | None, list[float]]:
+    """Run the session in ``workspace``; return the new messages, the transition records, the
+    ``agent_end`` reason and the clock reading (``time.monotonic()``) of each transition.
+    ``script``: the model's responses (default :func:`scripted_model`; the tests pass others,
+    e.g. one that fails)."""
     steering: list[AgentMessage] = []
     transcript = Transcript(out, steering, load_declaration("agent_loop"))
     records: list[TransitionRecord] = []
+    times: list[float] = []
 
     def on_transition(record: TransitionRecord) -> None:
         records.append(record)
+        times.append(time.monotonic())
         transcript.transition(record)
+
+    async def approve(request: ApprovalRequest, signal: Any) -> ApprovalDecision:
+        """The demo user looks at the call for a moment, then approves it."""
+        transcript.flush()
+        await anyio.sleep(delay * THINKING)
+        return ApprovalDecision(approved=True, decided_by=APPROVER)
 
     def get_steering_messages() -> list[AgentMessage]:
         transcript.flush()
@@ -472,6 +545,7 @@ async def run_demo(
     config = AgentLoopConfig(
         model=Model(id="faux-demo", provider="faux", api="faux"),
         get_steering_messages=get_steering_messages,
+        decide_approval=approve,
     )
     faux = FauxProvider(scripted_model() if script is None else script, chunk_size=6, delay=delay)
 
@@ -491,7 +565,7 @@ async def run_demo(
     transcript.line("")
     if transcript.closed:
         raise BrokenPipeError("standard output was closed")
-    return messages, records, transcript.end_reason
+    return messages, records, transcript.end_reason, times
 
 
 def main(argv: list[str]) -> int:
@@ -508,9 +582,12 @@ def main(argv: list[str]) -> int:
         make_workspace(workspace)
         print("agentcore-fsm demo: a scripted agent session on the faux provider (offline).")
         print(f"workspace: {workspace} ({len(INVOICES)} invoices and a note)")
-        print("tools: list_files, read_file (worker threads), calculator (ast, no eval)")
+        print(
+            "tools: list_files, read_file, write_file (worker threads; each write needs "
+            "approval), calculator (ast, no eval)"
+        )
         print()
-        messages, records, end_reason = anyio.run(
+        messages, records, end_reason, times = anyio.run(
             run_demo, workspace, out, args.delay, backend="trio"
         )
     final = messages[-1]
@@ -526,7 +603,13 @@ def main(argv: list[str]) -> int:
     outcome = "completed" if ok else ("aborted" if end_reason == "aborted" else "error")
     failed_tools = tool_errors(messages)
     view = run_view(
-        decl, records, outcome=outcome, label="demo run", error=failure, tool_errors=failed_tools
+        decl,
+        records,
+        outcome=outcome,
+        label="demo run",
+        error=failure,
+        tool_errors=failed_tools,
+        times=times,
     )
     steps = target.with_name(target.stem + "-steps.md")
     svg: Path | None = None

@@ -24,14 +24,17 @@ states are filled, the taken transitions are drawn thick and blue, each line wit
 it fired, and the rest fade; the current or final state is marked; when the run ended in error or
 abort, the state where that happened (the source of the run's last abort or failure transition)
 is red and holds the error text, and the arrow of that step is red. A run that ended well
-despite tool errors has its final state in orange, listing them, and says so in its title. Every
+despite tool errors has its final state in orange, listing them, and says so in its title. A
+state where the run waited for a person (:data:`WAIT_STATES`: ``awaiting_approval``) says how
+long, when the records carry clock readings (a recording does): ``waited 2.3 s``. Every
 mark is written inside its state, so none can be drawn beside the wrong one. Build a view with
 :func:`run_view` (transition records), :func:`view_of_machine` (a live ``LoopMachine``) or
 :func:`view_of_recording` (a recording made by :class:`~agentcore_fsm.recorder.RunRecorder`).
 
 The **steps** of a run (:func:`run_steps`) are the ordered companion of its diagram: step 1, 2,
 3 ... with the trigger, source → destination, the guards that held, the transitions tried
-before it that did not hold, the emit actions and the events recorded after it. They are written
+before it that did not hold, the emit actions, the time waited before a step out of a waiting
+state and the events recorded after it. They are written
 as a Markdown table (:func:`steps_markdown`; it reads in a terminal and renders on a web page)
 or a Mermaid sequence diagram with the same numbers (:func:`steps_mermaid`);
 ``agentcore-fsm diagram --run RUN.jsonl --steps`` prints them.
@@ -69,6 +72,7 @@ __all__ = [
     "FORMATS",
     "MACHINE_ALIASES",
     "STEPS_FORMATS",
+    "WAIT_STATES",
     "Format",
     "GraphvizError",
     "GraphvizNotFoundError",
@@ -103,6 +107,9 @@ EXCEPTIONAL_TRIGGERS = frozenset({"abort", "fail"})
 """Triggers drawn as exceptional (dashed, muted): the abort signal and failures (see
 docs/reference.md#abort and docs/reference.md#failures)."""
 ENDED_BADLY = frozenset({"aborted", "error"})
+WAIT_STATES = frozenset({"awaiting_approval"})
+"""States where a run waits for a person (an approval decision: see docs/approval.md): a run view
+says how long it waited there, when its records carry clock readings."""
 
 _RANKDIR = "TB"
 TIMES = "\N{MULTIPLICATION SIGN}"  # a taken transition reads "2<TIMES> model_finished"
@@ -153,7 +160,11 @@ class RunView:
     error or an abort (drawn in the incident state); ``tool_errors`` the tool results that were
     errors, as ``tool: text`` (a run that ended well despite them is marked so);
     ``events``, for a recording, the labels of the agent events recorded after each step of
-    ``path`` and before the next (see :func:`run_steps`), else empty.
+    ``path`` and before the next (see :func:`run_steps`), else empty. ``waited``: for each step
+    of ``path`` out of a waiting state (:data:`WAIT_STATES`), the seconds spent there since the
+    step before (None for the other steps, and where no clock readings were given); empty when
+    none were given. ``waiting``: the seconds the run has waited so far in its current state,
+    when that is a waiting state (the records stop there), else None.
     """
 
     state: str
@@ -168,11 +179,29 @@ class RunView:
     error: str | None = None
     tool_errors: tuple[str, ...] = ()
     events: tuple[tuple[str, ...], ...] = ()
+    waited: tuple[float | None, ...] = ()
+    waiting: float | None = None
 
     @property
     def despite_tool_errors(self) -> bool:
         """The run ended well (or is still going) although some tool results were errors."""
         return bool(self.tool_errors) and self.outcome not in ENDED_BADLY
+
+    def time_waited(self, state: str) -> tuple[float, int, bool] | None:
+        """How long the run waited in ``state``: the seconds in all, how many times it waited
+        there, and whether it still waits there (the records stop in it); None when nothing is
+        known (not a waiting state, never visited, or no clock readings)."""
+        spans = [
+            w
+            for (_, source, _), w in zip(self.path, self.waited, strict=False)
+            if source == state and w is not None
+        ]
+        still = self.waiting if state == self.state else None
+        if still is not None:
+            spans.append(still)
+        if not spans:
+            return None
+        return sum(spans), len(spans), still is not None
 
 
 def run_view(
@@ -185,6 +214,8 @@ def run_view(
     error: str | None = None,
     tool_errors: Iterable[str] = (),
     events: Sequence[Sequence[str]] | None = None,
+    times: Sequence[float | None] | None = None,
+    now: float | None = None,
 ) -> RunView:
     """Check a run's transitions against ``decl`` and summarise them for drawing.
 
@@ -205,10 +236,18 @@ def run_view(
     ``error`` (the error text), ``tool_errors`` and ``events`` (one list of event labels per
     record) are carried into the view as given; ``events`` of another length than the records
     raise ``ValueError``.
+
+    ``times``: a clock reading (seconds, from any origin; None where unknown) per record, taken
+    when it was recorded; the view then says how long the run waited in each waiting state
+    (:data:`WAIT_STATES`): from the step into it to the step out of it. ``now``: the clock
+    reading at the end of the records (a recording's last one), for a run that still waits in
+    its current state. ``times`` of another length than the records raise ``ValueError``.
     """
     records = list(transitions)
     if events is not None and len(events) != len(records):
         raise ValueError(f"{len(events)} lists of events for {len(records)} transitions")
+    if times is not None and len(times) != len(records):
+        raise ValueError(f"{len(times)} clock readings for {len(records)} transitions")
     counts: Counter[tuple[int, str]] = Counter()
     visited = {decl.initial}
     previous: str | None = None
@@ -253,6 +292,7 @@ def run_view(
         )
         bad = [r for r in records[begun:] if r.trigger in EXCEPTIONAL_TRIGGERS]
         step = bad[-1] if bad else last
+    waited, waiting = _waits(records, times, now, current)
     return RunView(
         state=current,
         finished=current == decl.final,
@@ -266,7 +306,49 @@ def run_view(
         error=error if error else None,
         tool_errors=tuple(tool_errors),
         events=tuple(tuple(e) for e in events) if events is not None else (),
+        waited=waited,
+        waiting=waiting,
     )
+
+
+def _waits(
+    records: Sequence[_Record],
+    times: Sequence[float | None] | None,
+    now: float | None,
+    current: str,
+) -> tuple[tuple[float | None, ...], float | None]:
+    """:attr:`RunView.waited` and :attr:`RunView.waiting` from the records' clock readings."""
+    if times is None:
+        return (), None
+    waited: list[float | None] = [None]
+    for n in range(1, len(records)):
+        before, after = times[n - 1], times[n]
+        inside = records[n].source in WAIT_STATES and records[n - 1].dest == records[n].source
+        if inside and before is not None and after is not None:
+            waited.append(max(0.0, after - before))
+        else:
+            waited.append(None)
+    waiting = None
+    if records and current in WAIT_STATES and records[-1].dest == current:
+        entered = times[-1]
+        if entered is not None and now is not None:
+            waiting = max(0.0, now - entered)
+    return tuple(waited[: len(records)]), waiting
+
+
+def _wait_text(view: RunView, state: str) -> str | None:
+    """``waited 2.3 s`` (``waited 4.1 s (2 waits)``, ``... so far`` while it still waits) for a
+    waiting state whose time is known, else None."""
+    known = view.time_waited(state)
+    if known is None:
+        return None
+    from .recorder import duration_text
+
+    total, count, still = known
+    text = f"waited {duration_text(total)}"
+    if count > 1:
+        text += f" ({count} waits)"
+    return text + (" so far" if still else "")
 
 
 def view_of_machine(machine: Any) -> RunView:
@@ -294,8 +376,9 @@ def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Decla
     declaration name or one of :data:`MACHINE_ALIASES` (default: the recording's main machine).
     The outcome is the last ``agent_end``'s reason, the error text and the tool errors the
     recording's (:attr:`~agentcore_fsm.recorder.RecordedRun.error`,
-    :attr:`~agentcore_fsm.recorder.RecordedRun.tool_errors`), and each step gets the events
-    recorded after it. An unknown machine raises
+    :attr:`~agentcore_fsm.recorder.RecordedRun.tool_errors`), each step gets the events
+    recorded after it, and the records' clock readings say how long the run waited in a waiting
+    state (:data:`WAIT_STATES`). An unknown machine raises
     :class:`~agentcore_fsm.declaration.DeclarationError`; one the recording has no transitions
     of, ``ValueError``."""
     from .recorder import describe_event, load_run
@@ -314,6 +397,9 @@ def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Decla
     events = None
     if getattr(recording, "events", None):
         events = [[describe_event(e) for e in after] for after in recording.events_after(name)]
+    times = None
+    if callable(getattr(recording, "transition_times", None)):
+        times = recording.transition_times(name)
     view = run_view(
         decl,
         recording.machines[name],
@@ -322,6 +408,8 @@ def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Decla
         error=getattr(recording, "error", None),
         tool_errors=getattr(recording, "tool_errors", ()),
         events=events,
+        times=times,
+        now=getattr(recording, "last_time", None),
     )
     return decl, view
 
@@ -631,8 +719,10 @@ def run_to_mermaid(decl: Declaration, run: RunView) -> str:
     classed ``visited``, ``unvisited``, ``current`` (the final or current state), ``incident``
     (where it failed or was aborted: red, with the error text inside) and ``warned`` (the
     final state of a run that ended well despite tool errors: orange, with the tool errors
-    inside). Marks are written inside the states, never in notes, so none can be laid out
-    beside the wrong state. Arrows and labels are the static diagram's, plus the counts.
+    inside). A waiting state (:data:`WAIT_STATES`) says, in italics, how long the run waited
+    there when that is known (``waited 2.3 s``). Marks are written inside the states, never in
+    notes, so none can be laid out beside the wrong state. Arrows and labels are the static
+    diagram's, plus the counts.
     """
     ids = _mermaid_ids(decl, flowchart=True)
     used = set(ids.values())
@@ -662,6 +752,9 @@ def run_to_mermaid(decl: Declaration, run: RunView) -> str:
         if mark is not None:
             lines.append(f"<b>{_mm(mark)}</b>")
         lines += [_mm(line) for line in details]
+        waited = _wait_text(run, name)
+        if waited is not None:
+            lines.append(f"<i>{_mm(waited)}</i>")
         out.append(f'    {ids[name]}("{"<br/>".join(lines)}")')
     out.append(f'    {end}(((" ")))')
     fatal = _fatal_group(decl, run)
@@ -741,7 +834,9 @@ class RunStep:
     once the machine has taken every transition it caused, so an event can be listed a step or
     two after the transition that produced it. ``auto``: a trigger the machine fired itself;
     ``exceptional``: an abort or failure; ``incident``: the step where the run failed or was
-    aborted (drawn red in the run diagram).
+    aborted (drawn red in the run diagram). ``waited``: for a step out of a waiting state
+    (:data:`WAIT_STATES`), the seconds the run spent there before it, when known (see
+    :attr:`RunView.waited`); else None.
     """
 
     number: int
@@ -756,6 +851,7 @@ class RunStep:
     auto: bool = False
     exceptional: bool = False
     incident: bool = False
+    waited: float | None = None
 
 
 def run_steps(decl: Declaration, view: RunView) -> list[RunStep]:
@@ -789,6 +885,7 @@ def run_steps(decl: Declaration, view: RunView) -> list[RunStep]:
                 auto=_is_auto(decl, spec.trigger) or spec.auto,
                 exceptional=spec.trigger in EXCEPTIONAL_TRIGGERS,
                 incident=n == last_incident,
+                waited=view.waited[n] if n < len(view.waited) else None,
             )
         )
     return steps
@@ -808,18 +905,31 @@ def _squeezed(labels: Sequence[str]) -> list[str]:
     return out
 
 
+def _waited_cell(step: RunStep) -> str:
+    """``waited 2.3 s`` for a step out of a waiting state whose time is known, else ''."""
+    if step.waited is None:
+        return ""
+    from .recorder import duration_text
+
+    return f"waited {duration_text(step.waited)}"
+
+
 def _cell(text: str) -> str:
     """Text made safe inside a Markdown table cell."""
     return " ".join(text.split()).replace("\\", "\\\\").replace("|", "\\|")
 
 
-def _view_lines(view: RunView) -> list[str]:
-    """The error text and the tool errors of a run, as lines."""
+def _view_lines(view: RunView, decl: Declaration) -> list[str]:
+    """The error text, the tool errors and the time waited of a run, as lines."""
     lines = []
     if view.error:
         lines.append(f"error: {view.error}")
     if view.tool_errors:
         lines.append(f"tool errors ({len(view.tool_errors)}): " + "; ".join(view.tool_errors))
+    for state in decl.states:
+        waited = _wait_text(view, state)
+        if waited is not None:
+            lines.append(f"{state}: {waited}")
     return lines
 
 
@@ -829,13 +939,15 @@ def steps_markdown(decl: Declaration, view: RunView) -> str:
     The format: a heading (the run diagram's title), how the run ended with its error text
     and tool errors, then the table: ``#``, the trigger (italic when the machine fired it
     itself; ``(error here)``/``(aborted here)`` on the step where the run went wrong), ``from
-    → to``, the guards that held, the transitions passed over (tried first, a guard failed),
-    the emit actions, and, for a recording, the events recorded after the step. A table reads
-    as well in a terminal as on a page that renders Markdown, and it answers "which way did
-    it go, in what order" without a picture; a short key under it says how to read it.
+    → to``, how long the run waited before a step out of a waiting state (a ``waited`` column,
+    only when that is known), the guards that held, the transitions passed over (tried first, a
+    guard failed), the emit actions, and, for a recording, the events recorded after the step.
+    A table reads as well in a terminal as on a page that renders Markdown, and it answers
+    "which way did it go, in what order" without a picture; a short key under it says how to
+    read it.
     """
     out = [f"## {diagram_title(decl, view)}", ""]
-    notes = _view_lines(view)
+    notes = _view_lines(view, decl)
     if notes:
         out += [*(f"- {_cell(line)}" for line in notes), ""]
     steps = run_steps(decl, view)
@@ -843,7 +955,11 @@ def steps_markdown(decl: Declaration, view: RunView) -> str:
         out.append("No transition was taken.")
         return "\n".join(out) + "\n"
     events = any(step.events for step in steps)
-    head = ["#", "trigger", "from → to", "guards (held)", "passed over", "emits"]
+    waits = any(step.waited is not None for step in steps)
+    head = ["#", "trigger", "from → to"]
+    if waits:
+        head.append("waited")
+    head += ["guards (held)", "passed over", "emits"]
     if events:
         head.append("events recorded after")
     out.append("| " + " | ".join(head) + " |")
@@ -853,14 +969,10 @@ def steps_markdown(decl: Declaration, view: RunView) -> str:
         if step.incident:
             trigger += f" ({view.outcome} here)"
         passed = "; ".join(f"{_conditions(t) or '[]'} → {t.dest}" for t in step.passed_over)
-        row = [
-            str(step.number),
-            trigger,
-            f"{step.source} → {step.dest}",
-            ", ".join(step.guards),
-            passed,
-            ", ".join(step.emits),
-        ]
+        row = [str(step.number), trigger, f"{step.source} → {step.dest}"]
+        if waits:
+            row.append(_waited_cell(step))
+        row += [", ".join(step.guards), passed, ", ".join(step.emits)]
         if events:
             row.append(", ".join(_squeezed(step.events)))
         out.append("| " + " | ".join(_cell(x) for x in row) + " |")
@@ -870,6 +982,12 @@ def steps_markdown(decl: Declaration, view: RunView) -> str:
         "the transitions declared before it for the same trigger and state, tried first; each "
         "had a guard that did not hold. Emits: its emit actions, in order. Italic triggers: "
         "fired by the machine itself."
+        + (
+            " Waited: how long the run waited in the state the step leaves (for a person's "
+            "decision) before it was taken."
+            if waits
+            else ""
+        )
         + (
             " Events: the agent events recorded after the step; an input's events are "
             "delivered once the machine has taken every transition it caused, so an event can "
@@ -885,7 +1003,8 @@ def steps_mermaid(decl: Declaration, view: RunView) -> str:
     """The steps of a run as a Mermaid ``sequenceDiagram``: one participant per state the run
     visited (in the order it first got there), one numbered arrow per step (``autonumber``,
     the same numbers as :func:`steps_markdown`), labelled with the trigger and its guards
-    (the emit actions on a second line). Abort and failure steps are dashed; the step where
+    (the emit actions on a second line, then the time waited before a step out of a waiting
+    state). Abort and failure steps are dashed; the step where
     the run failed or was aborted ends in a cross, with a note holding the error text, and a
     run that ended well despite tool errors gets a note listing them on its final state."""
     steps = run_steps(decl, view)
@@ -904,6 +1023,8 @@ def steps_mermaid(decl: Declaration, view: RunView) -> str:
         label = _mm(" ".join(x for x in (step.trigger, _bracket(step.guards)) if x))
         if step.emits:
             label += "<br/>" + _mm("/ " + ", ".join(step.emits))
+        if step.waited is not None:
+            label += "<br/>" + _mm(_waited_cell(step))
         arrow = "--" if step.exceptional else "-"
         arrow += "x" if step.incident else ">>"
         out.append(f"    {ids[step.source]}{arrow}{ids[step.dest]}: {label}")
@@ -1008,6 +1129,9 @@ def _node_label(decl: Declaration, name: str, view: RunView | None) -> str:
             color = _STATE_COLOURS[cls][1] if cls in ("incident", "warned") else "#b45309"
             lines.append(f'<font point-size="10" color="{color}"><b>{_h(mark)}</b></font>')
             lines += [f'<font point-size="9" color="{color}">{_h(d)}</font>' for d in details]
+        waited = _wait_text(view, name)
+        if waited is not None:
+            lines.append(f'<font point-size="10" color="{_PATH}"><i>{_h(waited)}</i></font>')
     return "<" + "<br/>".join(lines) + ">"
 
 

@@ -14,8 +14,11 @@ It writes one JSON object per line, in the order things happened::
      "trigger": "start", "source": "idle", "dest": "awaiting_steering"}
     {"kind": "event", "seq": 2, "t": 0.0002, "event": {"type": "agent_start"}}
 
-``seq`` numbers every record; ``t`` is seconds since the recorder was made (for reading, never
-compared by anything here). Events are stored in their camelCase JSON form (what
+``seq`` numbers every record; ``t`` is seconds since the recorder was made, one clock reading
+(monotonic) per record. Nothing compares it: :func:`load_run` keeps it
+(:attr:`RecordedRun.times`) so that a run view can say how long the run waited, e.g. for an
+approval (a record without a ``t``, as a file written by hand may have, reads as None).
+Events are stored in their camelCase JSON form (what
 ``event.model_dump(mode="json", by_alias=True)`` gives, though the recorder writes it itself so
 that no text is lost, see below), serialised *when they are emitted* — a streamed partial
 message is mutated in place afterwards, so this is the only faithful moment.
@@ -48,6 +51,10 @@ naming the file and line (so do a line that is not UTF-8 and one nested too deep
 It keeps the order the records were written in (:attr:`RecordedRun.order`), so that each event
 can be placed after the transition it followed.
 
+**Approvals** (``approval_requested``/``approval_decided`` events) are read back as
+:attr:`RecordedRun.approvals`: each request with its decision and, from the clock readings, how
+long it waited (:class:`RecordedApproval`); the summary lists them.
+
 **What went wrong** is read back from the events: :attr:`RecordedRun.error` is the error text of
 a last run that ended in an error or an abort (the ``error_message`` of its failed or aborted
 assistant message, else its last failed tool result), :attr:`RecordedRun.tool_errors` every tool
@@ -68,7 +75,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -76,10 +83,12 @@ from pydantic_core import to_jsonable_python
 
 from .events import AGENT_EVENT_ADAPTER
 from .machine import TransitionRecord
+from .messages import clip
 
 __all__ = [
     "RUN_FORMAT",
     "RUN_FORMAT_VERSION",
+    "RecordedApproval",
     "RecordedRun",
     "RunFileError",
     "RunRecorder",
@@ -192,6 +201,7 @@ class RunRecorder:
         self.machine_transitions: dict[str, list[TransitionRecord]] = {machine: self.transitions}
         # what was recorded, in order: (None, i) is events[i], (machine, i) that machine's i-th
         self._order: list[tuple[str | None, int]] = []
+        self._times: list[float] = []  # the clock reading of each record of _order
         self.end_reason: str | None = None
         self.event_count = 0
         self.error: Exception | None = None
@@ -232,6 +242,7 @@ class RunRecorder:
         if kind == "message_update" and not self.updates:
             return
         self.event_count += 1
+        t = self._clock()
         if kind == "agent_end":
             self.end_reason = getattr(event, "reason", None)
         try:
@@ -243,7 +254,8 @@ class RunRecorder:
         if kept is not None:
             self.events.append(kept)
             self._order.append((None, len(self.events) - 1))
-        self._record({"kind": "event", "event": data})
+            self._times.append(t)
+        self._record({"kind": "event", "event": data}, t)
 
     def on_transition(self, record: Any) -> None:
         """Record one transition of :attr:`machine` (a ``TransitionRecord``)."""
@@ -257,9 +269,11 @@ class RunRecorder:
         rec = TransitionRecord(
             int(record.index), str(record.trigger), str(record.source), str(record.dest)
         )
+        t = self._clock()
         records = self.machine_transitions.setdefault(machine, [])
         records.append(rec)
         self._order.append((machine, len(records) - 1))
+        self._times.append(t)
         self._record(
             {
                 "kind": "transition",
@@ -268,17 +282,23 @@ class RunRecorder:
                 "trigger": rec.trigger,
                 "source": rec.source,
                 "dest": rec.dest,
-            }
+            },
+            t,
         )
+
+    def _clock(self) -> float:
+        """Seconds since the recorder was made, as a record's ``t`` holds them."""
+        return round(time.monotonic() - self._t0, 6)
 
     # --- file ---------------------------------------------------------------------------------
 
-    def _record(self, obj: dict[str, Any]) -> None:
-        """Write one record if there is a file; never raises (see the module docstring)."""
+    def _record(self, obj: dict[str, Any], t: float) -> None:
+        """Write one record (taken at ``t``) if there is a file; never raises (see the module
+        docstring)."""
         if self._file is None:
             return
         try:
-            self._write(obj)
+            self._write(obj, t)
         except _Unserialisable as exc:
             what = obj["kind"]
             if what == "event" and isinstance(obj.get("event"), dict):
@@ -292,8 +312,9 @@ class RunRecorder:
         except Exception as exc:
             self._give_up(exc)
 
-    def _write(self, obj: dict[str, Any]) -> None:
-        """Write one record (a ``seq`` and ``t`` are added to all but the header); raises."""
+    def _write(self, obj: dict[str, Any], t: float | None = None) -> None:
+        """Write one record (a ``seq`` and ``t``, now unless given, are added to all but the
+        header); raises."""
         file = self._file
         if file is None:
             raise ValueError("the recorder is closed")
@@ -303,7 +324,7 @@ class RunRecorder:
             obj = {
                 "kind": obj["kind"],
                 "seq": seq,
-                "t": round(time.monotonic() - self._t0, 6),
+                "t": self._clock() if t is None else t,
                 **{k: v for k, v in obj.items() if k != "kind"},
             }
         try:
@@ -366,11 +387,64 @@ class RunRecorder:
             events=list(self.events),
             machines={name: list(recs) for name, recs in self.machine_transitions.items()},
             order=list(self._order),
+            times=list(self._times),
         )
 
 
 class _Unserialisable(Exception):
     """A record could not be turned into a JSON line (its cause says why)."""
+
+
+@dataclass(frozen=True)
+class RecordedApproval:
+    """A tool call that waited for approval in a recording (see :attr:`RecordedRun.approvals`):
+    its request (``approval_requested``: ``tool_call_id``, ``tool_name``, ``args``,
+    ``reason``), its decision (the ``approval_decided`` event; None when the recording holds
+    none: the call was still waiting where it stops), and the clock readings of the two
+    records (None when the recording has none)."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    reason: str | None
+    decision: Any = None
+    requested_at: float | None = None
+    decided_at: float | None = None
+
+    @property
+    def waited(self) -> float | None:
+        """Seconds between the request and the decision (None: undecided, or no clock)."""
+        if self.decision is None or self.requested_at is None or self.decided_at is None:
+            return None
+        return max(0.0, self.decided_at - self.requested_at)
+
+    def text(self) -> str:
+        """One line for a person: ``write_file approved by alice after 2.3 s``, ``pay denied by
+        timeout: no decision within 5 s after 5.0 s``, ``pay waiting (no decision recorded)``."""
+        decision = self.decision
+        if decision is None:
+            return f"{self.tool_name} waiting (no decision recorded)"
+        text = f"{self.tool_name} {'approved' if decision.approved else 'denied'}"
+        text += f" by {clip(str(decision.decided_by), 40)}"
+        if not decision.approved and decision.reason:
+            text += f": {clip(str(decision.reason), 60)}"
+        waited = self.waited
+        return text + (f" after {duration_text(waited)}" if waited is not None else "")
+
+
+def duration_text(seconds: float) -> str:
+    """A duration for a person: ``0.04 s``, ``2.3 s``, ``4 min 10 s``, ``2 h 5 min``, ``3 d 4 h``
+    (approvals can wait for days)."""
+    if seconds < 1:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600} h"
 
 
 @dataclass
@@ -381,13 +455,63 @@ class RecordedRun:
     transitions, in order. ``machine``: the recording's main machine (``agent_loop`` for a
     loop run); :attr:`transitions` are its transitions. ``order``: every record in the order it
     was written, ``(None, i)`` for ``events[i]`` and ``(name, i)`` for ``machines[name][i]``
-    (see :meth:`events_after`).
+    (see :meth:`events_after`). ``times``: the clock reading (``t``: seconds since the recorder
+    was made) of each record of ``order``, None where a record has none; empty when unknown.
     """
 
     machine: str
     events: list[Any] = field(default_factory=list)
     machines: dict[str, list[TransitionRecord]] = field(default_factory=dict)
     order: list[tuple[str | None, int]] = field(default_factory=list)
+    times: list[float | None] = field(default_factory=list)
+
+    def _clock_readings(self) -> dict[tuple[str | None, int], float]:
+        if len(self.times) != len(self.order):
+            return {}
+        return {key: t for key, t in zip(self.order, self.times, strict=True) if t is not None}
+
+    def transition_times(self, machine: str | None = None) -> list[float | None]:
+        """The clock reading of each transition of ``machine`` (default: the main one), None
+        where the recording has none."""
+        name = self.machine if machine is None else machine
+        readings = self._clock_readings()
+        return [readings.get((name, i)) for i in range(len(self.machines.get(name, [])))]
+
+    @property
+    def last_time(self) -> float | None:
+        """The clock reading of the last record that has one (None: none has)."""
+        for t in reversed(self.times):
+            if t is not None:
+                return t
+        return None
+
+    @property
+    def approvals(self) -> list[RecordedApproval]:
+        """Every tool call that waited for approval, in the order of the requests, each with
+        its decision and how long it waited (see :class:`RecordedApproval`)."""
+        readings = self._clock_readings()
+        found: list[RecordedApproval] = []
+        open_requests: dict[str, int] = {}  # call id -> its last undecided request in found
+        for i, event in enumerate(self.events):
+            kind = getattr(event, "type", None)
+            if kind == "approval_requested":
+                open_requests[event.tool_call_id] = len(found)
+                found.append(
+                    RecordedApproval(
+                        event.tool_call_id,
+                        event.tool_name,
+                        event.args,
+                        event.reason,
+                        requested_at=readings.get((None, i)),
+                    )
+                )
+            elif kind == "approval_decided":
+                at = open_requests.pop(event.tool_call_id, None)
+                if at is not None:
+                    found[at] = replace(
+                        found[at], decision=event, decided_at=readings.get((None, i))
+                    )
+        return found
 
     @property
     def transitions(self) -> list[TransitionRecord]:
@@ -462,6 +586,7 @@ class RecordedRun:
             agent_loop: 9 transitions, 20 events
             ended: error: model overloaded
             tool errors (1): add: no threes today
+            approvals (1): write_file approved by alice after 2.3 s
         """
         others = ", ".join(
             f"{_count(len(r), 'transition')} of {n}"
@@ -481,6 +606,9 @@ class RecordedRun:
         errors = self.tool_errors
         if errors:
             lines.append(f"tool errors ({len(errors)}): " + "; ".join(errors))
+        approvals = self.approvals
+        if approvals:
+            lines.append(f"approvals ({len(approvals)}): " + "; ".join(a.text() for a in approvals))
         return "\n".join(lines)
 
 
@@ -534,6 +662,8 @@ def tool_errors(messages: Iterable[Any]) -> list[str]:
 def describe_event(event: Any) -> str:
     """A short label of an agent event, as the steps of a run list it: ``turn_start``,
     ``message_end(assistant: error)``, ``tool_execution_end(add: error)``,
+    ``approval_requested(pay)``, ``approval_decided(pay: approved)`` (``denied``, and ``by
+    WHO`` when another than "user" decided: ``approval_decided(pay: denied by timeout)``),
     ``agent_end(completed)``."""
     kind = str(getattr(event, "type", "?"))
     if kind in ("message_start", "message_end"):
@@ -551,6 +681,13 @@ def describe_event(event: Any) -> str:
         return f"{kind}({event.tool_name})"
     if kind == "tool_execution_end":
         return f"{kind}({event.tool_name}{': error' if event.is_error else ''})"
+    if kind == "approval_requested":
+        return f"{kind}({event.tool_name})"
+    if kind == "approval_decided":
+        verdict = "approved" if event.approved else "denied"
+        who = str(event.decided_by)
+        by = f" by {clip(who, 24)}" if who != "user" else ""
+        return f"{kind}({event.tool_name}: {verdict}{by})"
     if kind == "agent_end":
         return f"agent_end({event.reason})"
     return kind
@@ -617,6 +754,10 @@ def load_run(path: str | os.PathLike[str]) -> RecordedRun:
             continue
         if run is None:
             raise RunFileError(f"{where}: the file does not start with a 'run' header")
+        t = obj.get("t")
+        reading = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+        if reading is not None and not math.isfinite(reading):
+            reading = None
         if kind == "event":
             try:
                 event = AGENT_EVENT_ADAPTER.validate_python(obj["event"])
@@ -626,6 +767,7 @@ def load_run(path: str | os.PathLike[str]) -> RecordedRun:
                 raise RunFileError(f"{where}: invalid event: {exc}") from None
             run.events.append(event)
             run.order.append((None, len(run.events) - 1))
+            run.times.append(reading)
         elif kind == "transition":
             try:
                 record = TransitionRecord(
@@ -640,6 +782,7 @@ def load_run(path: str | os.PathLike[str]) -> RecordedRun:
             records = run.machines.setdefault(machine, [])
             records.append(record)
             run.order.append((machine, len(records) - 1))
+            run.times.append(reading)
         else:
             raise RunFileError(f"{where}: unknown record kind {kind!r}")
     if run is None:

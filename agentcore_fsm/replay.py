@@ -17,6 +17,12 @@ raised. :func:`replay_script` turns it into a script that plays the world's part
   ``terminate``...); a call rejected before it ran (unknown tool, invalid arguments, blocked,
   ``prepare_arguments`` raised) is rejected again with the recorded text, through the stub's
   ``prepare_arguments``; a call that was still running when the run was aborted never returns;
+* the approvals: a call that waited for approval (``approval_requested``) asks for it again,
+  with the recorded reason, and ``decide_approval`` gives the recorded decision (approved or
+  not, reason, who decided, the arguments the approver changed) once the events recorded
+  before its ``approval_decided`` have been produced again; a denial for want of an approver,
+  by a timeout or by an error is given as recorded, and a call the abort answered waits until
+  the abort replays;
 * the polls and hooks that were configured (the transitions say which): the steering and
   follow-up polls return the recorded injected messages at the same points,
   ``prepare_next_turn`` returns nothing, ``should_stop_after_turn`` the recorded decision, and
@@ -38,6 +44,10 @@ records just before it; the replay is then aborted. A replay that stops producin
 while the recording expects more (for ``stall_timeout`` seconds) diverges there too.
 :func:`assert_replays` is the regression test in one call; :func:`replay_run_sync` the same from
 synchronous code; ``agentcore-fsm replay RUN.jsonl`` the same from a terminal (:func:`main`).
+``replay_run(..., decide_approval=policy)`` replays the approvals with another approver instead
+of the recorded decisions: the first decision that differs from the recorded one diverges at its
+``approval_decided`` event, or at the transition it caused when it sends the loop another way
+at once (recorded just before the event): a policy checked against what people decided.
 
 What a recording does not hold cannot be replayed: the system prompt and the earlier context
 (the model is not asked anything, so they do not matter to the events), the tools' parameters,
@@ -50,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import inspect
 import itertools
 import json
 import math
@@ -67,6 +78,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic_core import to_jsonable_python
 
 from .abort import AbortController
+from .approval import ApprovalDecision
 from .config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
 from .declaration import TransitionSpec, load_declaration
 from .driver import run_agent_loop
@@ -74,7 +86,7 @@ from .events import StreamDone, StreamError, StreamStart
 from .machine import TransitionRecord
 from .messages import LLM_ROLES, AssistantMessage, Model, TextContent, clip
 from .recorder import RecordedRun, RunFileError, describe_event, load_run
-from .tools import AgentTool, AgentToolResult, ToolExecutionMode
+from .tools import AgentTool, AgentToolResult, BeforeToolCallResult, ToolExecutionMode
 
 __all__ = [
     "DEFAULT_STALL_TIMEOUT",
@@ -99,6 +111,8 @@ reported as stalled (a replay performs no I/O and never sleeps: it only stalls w
 recording and the loop disagree)."""
 CONTEXT_LINES = 4
 """How many records before a divergence its report shows."""
+Approver = Callable[[Any, Any], Any]
+"""A ``decide_approval(request, signal)`` (see :class:`~agentcore_fsm.config.AgentLoopConfig`)."""
 
 # the states whose failure the replay reproduces by having the component there raise; any other
 # failure (a listener that raised) is raised from the replay's emit
@@ -157,6 +171,10 @@ class _ToolCall:
     result: AgentToolResult | None = None
     is_error: bool = False
     rejected: str | None = None  # the text of a call rejected before it ran
+    asked: bool = False  # an approval_requested was recorded for it
+    approval: str | None = None  # the reason of that request
+    decision: Any = None  # the approval_decided event, when the approver (not an abort) decided
+    decided_at: int | None = None  # index of that approval_decided
 
 
 @dataclass
@@ -259,6 +277,10 @@ def _assistant_end(event: Any) -> AssistantMessage | None:
     if event.type == "message_end" and isinstance(event.message, AssistantMessage):
         return event.message
     return None
+
+
+def _text_of(result: AgentToolResult) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
 
 
 def _error_shaped(result: AgentToolResult) -> bool:
@@ -545,12 +567,24 @@ class _Builder:
                 key = (event.tool_call_id, n)
                 current[event.tool_call_id] = key
                 calls[key] = _ToolCall(event.tool_call_id, event.tool_name, i, event.args)
-            elif kind in ("tool_execution_update", "tool_execution_end"):
+            elif kind in (
+                "tool_execution_update",
+                "tool_execution_end",
+                "approval_requested",
+                "approval_decided",
+            ):
                 found = current.get(event.tool_call_id)
                 if found is None:
                     continue
                 call = calls[found]
-                if kind == "tool_execution_update":
+                if kind == "approval_requested":
+                    call.asked, call.approval = True, event.reason
+                    if call.prepared is _UNSET:
+                        call.prepared = event.args  # as validated: what the approver saw
+                elif kind == "approval_decided":
+                    if call.decided_at is None:
+                        call.decision, call.decided_at = event, i
+                elif kind == "tool_execution_update":
                     call.updates.append((i, event.partial_result))
                     if call.prepared is _UNSET:
                         call.prepared = event.args
@@ -558,9 +592,26 @@ class _Builder:
                     call.end, call.result, call.is_error = i, event.result, bool(event.is_error)
         for call in calls.values():
             decided = next((d for e0, e1, d in bounds if e0 <= call.start < e1), len(self.events))
+            if call.decided_at is not None and call.decided_at >= decided:
+                call.decision = call.decided_at = None  # answered by the abort: never decided
             if call.end is not None and call.end >= decided:
                 call.end = None  # answered by the abort or the failure: it never finished
                 continue
+            if (
+                call.decided_at is not None
+                and call.decision.approved
+                and call.decision.args is not None
+                and call.end == call.decided_at + 1
+                and call.result is not None
+                and _error_shaped(call.result)
+                and _text_of(call.result).startswith("Validation failed for tool")
+            ):
+                note = (
+                    "an approver's changed arguments were rejected by validation: the stub "
+                    "tools accept any arguments, so the replay runs that call instead"
+                )
+                if note not in self.notes:
+                    self.notes.append(note)
             if (
                 call.end == call.start + 1
                 and call.result is not None
@@ -811,9 +862,16 @@ class ReplayResult:
 class _Replayer:
     """Plays a :class:`ReplayScript`'s outside world to the loop and compares what comes out."""
 
-    def __init__(self, script: ReplayScript, stall_timeout: float) -> None:
+    def __init__(
+        self,
+        script: ReplayScript,
+        stall_timeout: float,
+        decide_approval: Approver | None = None,
+    ) -> None:
         self.script = script
         self.stall_timeout = stall_timeout
+        self.approver = decide_approval
+        self.approvals = any(call.asked for call in script._tool_calls.values())
         self.expected = [_plain(e) for e in script.events]
         self.expected_transitions = [_transition_key(t) for t in script.transitions]
         self.position = {item: p for p, item in enumerate(script._order)}
@@ -888,6 +946,11 @@ class _Replayer:
             config.prepare_next_turn = partial(self._hook, "prepare", run.prepare_next_turn)
         if run.should_stop_after_turn is not None:
             config.should_stop_after_turn = partial(self._hook, "stop", run.should_stop_after_turn)
+        if self.approvals:
+            # before_tool_call asks for approval with the recorded reason (it emits nothing
+            # itself); decide_approval gives the recorded decisions
+            config.before_tool_call = self._before
+            config.decide_approval = self._decide
         prompts = copy.deepcopy(run.prompts)
         self.progress = time.monotonic()
         try:
@@ -1109,6 +1172,33 @@ class _Replayer:
             return prepared
         return raw
 
+    def _before(self, ctx: Any, signal: Any) -> BeforeToolCallResult | None:
+        call_id = ctx.tool_call.id
+        call = self._current_call((call_id, self.starts.get(call_id, 0) - 1))
+        if call is None or not call.asked:
+            return None
+        return BeforeToolCallResult(require_approval=True, reason=call.approval)
+
+    async def _decide(self, request: Any, signal: Any) -> Any:
+        call_id = request.tool_call_id
+        call = self._current_call((call_id, self.starts.get(call_id, 0) - 1))
+        if call is None or call.decision is None or call.decided_at is None:
+            # undecided where the recording stops, or answered by the abort, which replays
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")  # pragma: no cover
+        await self._until(call.decided_at)
+        if self.approver is not None:  # replaying with another approver
+            approver: Any = self.approver
+            value = approver(request, signal)
+            return await value if inspect.isawaitable(value) else value
+        decision = call.decision
+        return ApprovalDecision(
+            approved=decision.approved,
+            reason=decision.reason,
+            decided_by=decision.decided_by,
+            args=copy.deepcopy(decision.args),
+        )
+
     async def _execute(
         self,
         tool_call_id: str,
@@ -1133,16 +1223,22 @@ async def replay_run(
     source: RecordedRun | ReplayScript | str | os.PathLike[str],
     *,
     stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    decide_approval: Approver | None = None,
 ) -> ReplayResult:
     """Re-run a recording offline (a path, a :class:`~agentcore_fsm.recorder.RecordedRun` or a
     :class:`ReplayScript`) and compare what comes out with it, event by event and transition by
     transition; see the module docstring. Runs on trio or asyncio.
 
     ``stall_timeout``: seconds without progress, while the recording expects more, after which
-    the replay is reported as stalled. Raises as :func:`replay_script` does."""
+    the replay is reported as stalled. ``decide_approval``: decide the recorded approvals with
+    this approver (sync or async, as ``AgentLoopConfig.decide_approval``) instead of giving the
+    recorded decisions; it is asked at the point each recorded decision came, and the first
+    decision that differs from the recorded one diverges at its ``approval_decided`` event (or
+    at the transition it caused, recorded just before it). Raises as :func:`replay_script`
+    does."""
     if not stall_timeout > 0:
         raise ValueError(f"stall_timeout must be a positive number of seconds, not {stall_timeout}")
-    return await _Replayer(replay_script(source), stall_timeout).replay()
+    return await _Replayer(replay_script(source), stall_timeout, decide_approval).replay()
 
 
 def replay_run_sync(
@@ -1150,11 +1246,14 @@ def replay_run_sync(
     *,
     backend: Literal["trio", "asyncio"] = "trio",
     stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    decide_approval: Approver | None = None,
 ) -> ReplayResult:
     """:func:`replay_run` from synchronous code, on ``backend`` (not from inside a running
     event loop: there, ``await replay_run(...)``)."""
     script = replay_script(source)  # read errors raise here, bare
-    run: Callable[[], Any] = partial(replay_run, script, stall_timeout=stall_timeout)
+    run: Callable[[], Any] = partial(
+        replay_run, script, stall_timeout=stall_timeout, decide_approval=decide_approval
+    )
     result: ReplayResult = anyio.run(run, backend=backend)
     return result
 
@@ -1164,12 +1263,15 @@ def assert_replays(
     *,
     backend: Literal["trio", "asyncio"] = "trio",
     stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    decide_approval: Approver | None = None,
 ) -> ReplayResult:
     """The regression test in one call: replay the recording and raise ``AssertionError``
     with the report of the first divergence, if any; return the :class:`ReplayResult` when
     the replay was identical. Synchronous (in async code: ``(await
     replay_run(path)).check()``)."""
-    return replay_run_sync(source, backend=backend, stall_timeout=stall_timeout).check()
+    return replay_run_sync(
+        source, backend=backend, stall_timeout=stall_timeout, decide_approval=decide_approval
+    ).check()
 
 
 # --- the command --------------------------------------------------------------------------

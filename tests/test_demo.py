@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from agentcore_fsm import cli, demo
 from agentcore_fsm.demo import STEERING, file_tools, make_workspace
 from agentcore_fsm.providers.faux import FauxError, faux_response
+from tests.readme_sections import DOCS, code_blocks
 
 
 def run_demo(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -58,13 +60,30 @@ def test_demo_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert max(ends) < turn3 < injected < vat_reply
     assert out.count("the user sends a steering message") == 1
 
+    # the summary is saved with write_file, which waits for the demo user's approval: the
+    # loop enters awaiting_approval, the decision comes, then the call runs
+    summary = "Invoices: 3741.75 EUR\nWith 20% VAT: 4490.10 EUR\n"
+    wrote = lines.index(f"    tool  write_file(path='summary.txt', content={summary!r})")
+    assert lines[wrote + 1 : wrote + 6] == [
+        "    [fsm] preparing_tools -(tools_prepared)-> awaiting_approval",
+        "    wait  write_file needs approval; the run waits for it",
+        '    approval: write_file {"path": "summary.txt", "content": '
+        + json.dumps(summary)
+        + "} -- approved by the demo user",
+        "    [fsm] awaiting_approval -(approvals_settled)-> executing",
+        "    ok    write_file -> wrote 48 bytes to summary.txt",
+    ]
+    assert lines.index(final) < wrote < lines.index("--- turn 5 ---")
+    assert "assistant > I saved the totals in summary.txt." in lines
+    assert out.count("approval: ") == 1
+
     # every transition is shown; the counts agree with the summary line
     fsm = [line.strip() for line in lines if line.strip().startswith("[fsm] ")]
     assert fsm[0] == "[fsm] idle -(start)-> awaiting_steering"
     assert fsm[-1] == "[fsm] awaiting_follow_up -(skip_follow_up_poll)-> stopped"
-    assert f"{len(fsm)} transitions, 6 tool results, final state: stopped" in lines
+    assert f"{len(fsm)} transitions, 7 tool results, final state: stopped" in lines
     assert "outcome: completed" in lines
-    assert "agent_end: reason=completed, 12 new messages" in lines
+    assert "agent_end: reason=completed, 14 new messages" in lines
 
     # the diagram file: where the transcript says, naming the final state, the path drawn
     assert f"run diagram (Mermaid): {target}" in lines
@@ -73,12 +92,22 @@ def test_demo_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "flowchart TB" in diagram
     assert "class stopped current" in diagram
     assert 'stopped("<b>stopped</b><br/><b>final state</b>")' in diagram
-    assert 'closing_turn -->|"<b>4\u00d7 proceeded</b>"| awaiting_steering' in diagram
+    assert 'closing_turn -->|"<b>5\u00d7 proceeded</b>"| awaiting_steering' in diagram
     assert "<b>1\u00d7 steering_polled [has_new_messages]</b>" in diagram
     styles = re.findall(r"^    linkStyle \d+ (.*)$", diagram, re.MULTILINE)
     arrows = {re.sub(r"-\(\w+\)->", "->", x) for x in fsm}  # one arrow per pair of states
     assert sum("stroke:#2b6cb0" in x for x in styles) == len(arrows) + 2  # + start and end
     assert not any("#c53030" in x for x in styles)  # nothing red in a clean run
+    # the approval: its state was visited and says how long the run waited there (with
+    # --delay 0 the demo user decides at once)
+    waited = re.search(
+        r'^    awaiting_approval\("<b>awaiting_approval</b><br/><i>waited (\d+\.\d\d) s</i>"\)$',
+        diagram,
+        re.MULTILINE,
+    )
+    assert waited is not None and float(waited.group(1)) < 1
+    assert re.search(r"^    class \S*\bawaiting_approval\b\S* visited$", diagram, re.MULTILINE)
+    assert "<b>1\u00d7 tools_prepared [calls_prepared, approvals_pending]</b>" in diagram
 
     # the steps, in order, next to it
     steps = target.with_name("run-steps.md")
@@ -92,10 +121,13 @@ def test_demo_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[0] == str(number) and cells[1].strip("*") == trigger
         assert cells[2] == f"{source} \u2192 {dest}"
+        # the waited column: only the step out of awaiting_approval has a time
+        assert cells[3].startswith("waited ") == (source == "awaiting_approval"), cells[3]
     svg = target.with_suffix(".svg")
     if shutil.which("dot") is not None:
         assert f"run diagram (SVG): {svg}" in lines
-        assert "stopped" in svg.read_text(encoding="utf-8")
+        drawn = svg.read_text(encoding="utf-8")
+        assert "stopped" in drawn and ">waited " in drawn
     else:
         assert not svg.exists()
 
@@ -114,6 +146,26 @@ def test_demo_default_output_goes_to_a_fresh_temporary_directory(
         assert (path.parent / "run-steps.md").is_file()
     finally:
         shutil.rmtree(path.parent)
+
+
+def test_the_demo_page_shows_what_the_demo_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    # docs/demo.md quotes the end of the transcript and the summary, with the output directory
+    # written as /tmp/agentcore-fsm-demo-XXXXXXXX
+    shown = [b.code for b in code_blocks(DOCS / "demo.md") if b.lang == "text"]
+    assert len(shown) == 1
+    expected = shown[0].rstrip("\n").split("\n")
+    code, out = run_demo(capsys)
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("run diagram (Mermaid): "))
+    folder = Path(line.removeprefix("run diagram (Mermaid): ")).parent
+    try:
+        printed = out.replace(str(folder), "/tmp/agentcore-fsm-demo-XXXXXXXX").splitlines()
+        tail = printed[printed.index(expected[0]) :]
+        if shutil.which("dot") is None:  # no SVG without Graphviz
+            expected = [x for x in expected if not x.startswith("run diagram (SVG): ")]
+        assert [x.rstrip() for x in tail] == expected
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_demo_command_in_a_subprocess_leaves_the_working_directory_alone(tmp_path: Path) -> None:

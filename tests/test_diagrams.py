@@ -9,6 +9,7 @@ renders the same text with the real Mermaid in a browser.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -114,6 +115,7 @@ class Mermaid:
     classes: dict[str, str] = field(default_factory=dict)  # state name -> class
     notes: dict[str, str] = field(default_factory=dict)  # a run's mark in (or beside) a state
     details: dict[str, list[str]] = field(default_factory=dict)  # lines under a state's mark
+    waits: dict[str, str] = field(default_factory=dict)  # a run's time waited in a state
     kind: str = "stateDiagram-v2"
     links: list[Link] = field(default_factory=list)  # a flowchart's arrows, in order
 
@@ -203,8 +205,9 @@ def parse_mermaid(text: str) -> Mermaid:
 
 def _parse_flowchart(lines: list[str], out: Mermaid) -> Mermaid:
     """A run view: rounded states whose label is the name (bold), the effect (italic), a mark
-    (bold) and detail lines; terminals ``((" "))`` (start) and ``(((" ")))`` (end); labelled
-    arrows, solid or dashed; one ``linkStyle`` per arrow; classes."""
+    (bold), detail lines and the time waited there (italic, ``waited ...``); terminals
+    ``((" "))`` (start) and ``(((" ")))`` (end); labelled arrows, solid or dashed; one
+    ``linkStyle`` per arrow; classes."""
     out.kind = "flowchart"
     start = end = None
     ids: dict[str, str] = {}  # id -> state name
@@ -224,6 +227,9 @@ def _parse_flowchart(lines: list[str], out: Mermaid) -> Mermaid:
             name = _unescape(name_match.group(1))
             ids[m.group(1)] = name
             out.states[m.group(1)] = name
+            if rest and (waited := re.fullmatch(r"<i>(waited [^<]*)</i>", rest[-1])):
+                out.waits[name] = _unescape(waited.group(1))
+                rest = rest[:-1]
             if rest and (effect := re.fullmatch(r"<i>([^<]*)</i>", rest[0])):
                 out.descriptions[name] = _unescape(effect.group(1))
                 rest = rest[1:]
@@ -1155,6 +1161,161 @@ def test_cli_lists_the_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str])
             status = exc.code  # type: ignore[assignment]
         assert status == 2, argv
         assert message in capsys.readouterr().err, argv
+
+
+# --- the time a run waited for approval -------------------------------------------------------
+
+
+async def _approval_recording(tmp_path: Path, **kw: Any) -> Path:
+    """A recorded run whose two add calls need approval; the first is approved, the second
+    denied. Its clock readings are then set: 1.0 s until the run leaves awaiting_approval, 3.3 s
+    from then on (the person took 2.3 s to decide)."""
+
+    def decide(request: Any, signal: Any) -> Any:
+        return request.tool_call_id == "c1"
+
+    tool = _add_tool()
+    tool.requires_approval = True
+    path, _ = await _record(
+        tmp_path,
+        [
+            faux_response(
+                tool_calls=[
+                    faux_tool_call("add", {"a": 1, "b": 2}, id="c1"),
+                    faux_tool_call("add", {"a": 3, "b": 4}, id="c2"),
+                ]
+            ),
+            faux_response("One of them."),
+        ],
+        [tool],
+        {"decide_approval": decide, **kw},
+    )
+    return path
+
+
+def _retimed(path: Path, target: Path, leaving: str = "awaiting_approval") -> Path:
+    """The recording with every ``t`` set to 1.0 before the first transition out of
+    ``leaving`` and 3.3 from it on."""
+    out: list[str] = []
+    later = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("kind") == "transition" and record.get("source") == leaving:
+            later = True
+        if "t" in record:
+            record["t"] = 3.3 if later else 1.0
+        out.append(json.dumps(record))
+    target.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return target
+
+
+@pytest.mark.anyio
+async def test_a_run_view_says_how_long_the_run_waited_for_approval(tmp_path: Path) -> None:
+    path = _retimed(await _approval_recording(tmp_path), tmp_path / "timed.jsonl")
+    decl, view = view_of_recording(path)
+    steps = run_steps(decl, view)
+    settled = [s for s in steps if s.source == "awaiting_approval"]
+    assert [(s.trigger, s.dest) for s in settled] == [("approvals_settled", "executing")]
+    assert [s.waited for s in steps if s.waited is not None] == [pytest.approx(2.3)]
+    known = view.time_waited("awaiting_approval")
+    assert known is not None and known[1:] == (1, False)
+    assert known[0] == pytest.approx(2.3)
+    assert view.time_waited("executing") is None and view.waiting is None
+
+    parsed = parse_mermaid(to_mermaid(decl, view))
+    assert parsed.waits == {"awaiting_approval": "waited 2.3 s"}
+    assert parsed.classes["awaiting_approval"] == "visited"
+    source = to_dot(decl, view)
+    assert source.count("waited 2.3 s") == 1
+    assert f'<font point-size="10" color="{PATH_BLUE}"><i>waited 2.3 s</i></font>' in source
+
+    table = steps_markdown(decl, view)
+    assert "- awaiting_approval: waited 2.3 s" in table
+    header = next(line for line in table.splitlines() if line.startswith("| # |"))
+    assert header.startswith("| # | trigger | from → to | waited | guards (held) |")
+    rows = _table_rows(table)
+    assert [row[3] for row in rows] == ["waited 2.3 s" if s.waited else "" for s in steps]
+    waited_row = rows[settled[0].number - 1]
+    assert waited_row[1:4] == [
+        "*approvals_settled*",
+        "awaiting_approval → executing",
+        "waited 2.3 s",
+    ]
+    # the approval events are listed among the steps' events (the decisions in either order)
+    listed = sorted(e for step in steps for e in step.events if e.startswith("approval_"))
+    assert listed == [
+        "approval_decided(add: approved)",
+        "approval_decided(add: denied)",
+        "approval_requested(add)",
+        "approval_requested(add)",
+    ]
+    sequence = steps_mermaid(decl, view)
+    assert re.search(
+        r"^    s\d+->>s\d+: approvals_settled \[has_runnable_calls, not approvals_pending\]"
+        r"<br/>/ run_calls<br/>waited 2\.3 s$",
+        sequence,
+        re.MULTILINE,
+    )
+    if HAS_DOT:
+        svg = render(decl, "svg", view)
+        assert isinstance(svg, str) and ">waited 2.3 s<" in svg
+
+
+@pytest.mark.anyio
+async def test_several_waits_and_a_run_that_still_waits(tmp_path: Path) -> None:
+    # sequential: each call waits on its own, so the loop waits twice
+    path = await _approval_recording(tmp_path, tool_execution="sequential")
+    decl, view = view_of_recording(_retimed(path, tmp_path / "timed.jsonl"))
+    waits = [w for w in view.waited if w is not None]
+    # the first wait took 2.3 s (1.0 -> 3.3), the second none (3.3 -> 3.3)
+    assert waits == [pytest.approx(2.3), 0.0]
+    assert parse_mermaid(to_mermaid(decl, view)).waits == {
+        "awaiting_approval": "waited 2.3 s (2 waits)"
+    }
+
+    # a run suspended while it waits: the recording stops in awaiting_approval
+    lines = path.read_text(encoding="utf-8").splitlines()
+    cut = next(i for i, x in enumerate(lines) if '"source":"awaiting_approval"' in x)
+    stopped = tmp_path / "stopped.jsonl"
+    records = [json.loads(x) for x in lines[:cut]]
+    for n, record in enumerate(records):
+        if "t" in record:
+            record["t"] = 10.0 if n == len(records) - 1 else 1.0  # the last record: 9 s later
+    stopped.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    decl, view = view_of_recording(stopped)
+    assert view.state == "awaiting_approval" and view.outcome is None
+    assert view.waiting == pytest.approx(9.0)
+    parsed = parse_mermaid(to_mermaid(decl, view))
+    assert parsed.notes["awaiting_approval"] == "current state"
+    assert parsed.waits == {"awaiting_approval": "waited 9.0 s so far"}
+
+
+@pytest.mark.anyio
+async def test_a_recording_without_clock_readings_shows_no_wait(tmp_path: Path) -> None:
+    path = await _approval_recording(tmp_path)
+    bare = tmp_path / "bare.jsonl"
+    records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    bare.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "t"}) + "\n" for r in records),
+        encoding="utf-8",
+    )
+    decl, view = view_of_recording(bare)
+    assert view.time_waited("awaiting_approval") is None
+    assert "waited" not in to_mermaid(decl, view) and "waited" not in to_dot(decl, view)
+    assert "| waited |" not in steps_markdown(decl, view)
+    # the real readings of the original give some wait, however short
+    decl, view = view_of_recording(path)
+    known = view.time_waited("awaiting_approval")
+    assert known is not None and known[0] >= 0 and known[1] == 1
+
+
+def test_run_view_takes_one_clock_reading_per_record() -> None:
+    decl = load_declaration("agent_loop")
+    walk = _walk(decl)
+    with pytest.raises(ValueError, match="1 clock readings for 2 transitions"):
+        run_view(decl, walk[:2], times=[0.0])
+    view = run_view(decl, walk, times=[float(n) for n in range(len(walk))])
+    assert view.waited == (None,) * len(walk)  # the walk never waits for approval
 
 
 def test_a_run_view_with_awkward_names() -> None:

@@ -2,7 +2,8 @@
 
 Every ``.mmd`` file in ``diagrams/``, plus the run view (a flowchart) and the steps (a sequence
 diagram) of several recorded runs — a clean one, parallel tool calls, one that completes despite a
-tool error, a failed model call, a failure in a hook, an abort while tools run — are rendered by
+tool error, a failed model call, a failure in a hook, an abort while tools run, one that waits for
+approval — are rendered by
 the ``mermaid`` npm package (v11, installed by ``npm ci`` in ``tests/mermaid``) in headless
 Chromium (Debian's ``chromium``), all in one page and one browser start. The checks read the SVG
 that Mermaid produced, not the Mermaid text: it rendered without error, every state is drawn, and
@@ -97,7 +98,9 @@ def _require_renderer() -> None:
 # --- recorded runs -----------------------------------------------------------------------------
 
 
-def _add_tool(fail_on: int | None = None, abort: AbortController | None = None) -> AgentTool:
+def _add_tool(
+    fail_on: int | None = None, abort: AbortController | None = None, approval: bool = False
+) -> AgentTool:
     async def execute(call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
         if abort is not None:
             abort.abort("stop pressed")
@@ -115,6 +118,7 @@ def _add_tool(fail_on: int | None = None, abort: AbortController | None = None) 
             "required": ["a", "b"],
         },
         execute=execute,
+        requires_approval=approval,
     )
 
 
@@ -164,6 +168,11 @@ RUNS: dict[str, Run] = {
     ),
     "abort while tools run": Run(
         _parallel_then_answer, lambda c: _add_tool(abort=c), error="Operation aborted"
+    ),
+    "approval": Run(
+        _parallel_then_answer,
+        lambda _: _add_tool(approval=True),
+        config=lambda: {"decide_approval": lambda request, signal: True},
     ),
 }
 
@@ -554,6 +563,21 @@ def test_a_run_that_completed_despite_a_tool_error_is_marked(rendered: dict[str,
     assert "despite 1 tool error" in _text(root)  # the title too
 
 
+def test_a_run_that_waited_for_approval_says_how_long(rendered: dict[str, Any]) -> None:
+    _, view = rendered["views"]["approval"]
+    known = view.time_waited("awaiting_approval")
+    assert known is not None and known[1] == 1
+    drawn = read_flowchart(rendered["results"]["run: approval"]["svg"])
+    assert "visited" in drawn.node_classes["awaiting_approval"]
+    node = _text(drawn.nodes["awaiting_approval"])
+    assert re.fullmatch(r"awaiting_approval waited \d+\.\d\d s", node), node
+    for state, other in drawn.nodes.items():
+        if state != "awaiting_approval":
+            assert "waited" not in _text(other), state
+    taken = {(s, d) for s, d, _, style, _ in drawn.edges if style.get("stroke") == PATH_BLUE}
+    assert {("preparing_tools", "awaiting_approval"), ("awaiting_approval", "executing")} <= taken
+
+
 def test_awkward_names_and_text_come_out_as_written(rendered: dict[str, Any]) -> None:
     decl, _ = rendered["views"]["awkward names"]
     drawn = read_flowchart(rendered["results"]["run: awkward names"]["svg"])
@@ -574,9 +598,12 @@ def test_the_steps_render_in_order(rendered: dict[str, Any], name: str) -> None:
     messages = [
         _text(t) for t in root.iter(f"{SVG}text") if "messageText" in (t.get("class") or "")
     ]
-    assert [m.split(" ")[0] for m in messages if not m.startswith("/")] == [
+    # each message: the trigger and guards, then the emits ("/ ...") and the time waited
+    assert [m.split(" ")[0] for m in messages if not m.startswith(("/", "waited "))] == [
         s.trigger for s in steps
     ]
+    waited = [m for m in messages if m.startswith("waited ")]
+    assert len(waited) == sum(s.waited is not None for s in steps)
     if view.incident_step is not None:
         crosses = [
             line

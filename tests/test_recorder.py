@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from agentcore_fsm import (
@@ -649,3 +650,141 @@ def test_describe_event() -> None:
         tool_call_id="c", tool_name="add", result=AgentToolResult(content=[]), is_error=True
     )
     assert describe_event(ended) == "tool_execution_end(add: error)"
+
+
+# --- clock readings and approvals -----------------------------------------------------------
+
+
+def test_describe_the_approval_events() -> None:
+    from agentcore_fsm import ApprovalDecidedEvent, ApprovalRequestedEvent
+
+    asked = ApprovalRequestedEvent(tool_call_id="c", tool_name="pay", args={"eur": 5})
+    assert describe_event(asked) == "approval_requested(pay)"
+
+    def decided(approved: bool, by: str = "user") -> str:
+        event = ApprovalDecidedEvent(
+            tool_call_id="c", tool_name="pay", approved=approved, decided_by=by
+        )
+        return describe_event(event)
+
+    assert decided(True) == "approval_decided(pay: approved)"
+    assert decided(False) == "approval_decided(pay: denied)"
+    assert decided(False, "timeout") == "approval_decided(pay: denied by timeout)"
+    assert decided(True, "the finance team of the north") == (
+        "approval_decided(pay: approved by the finance team of the…)"
+    )
+
+
+def test_durations_for_a_person() -> None:
+    from agentcore_fsm.recorder import duration_text
+
+    assert [duration_text(s) for s in (0, 0.04, 2.34, 59.94, 250, 7500, 277_000)] == [
+        "0.00 s",
+        "0.04 s",
+        "2.3 s",
+        "59.9 s",
+        "4 min 10 s",
+        "2 h 5 min",
+        "3 d 4 h",
+    ]
+
+
+async def approval_recording(path: Path) -> None:
+    """Three weather calls that need approval: c1 approved by alice, c2 denied, c3 with no
+    decision in time (approval_timeout_s)."""
+
+    async def decide(request: Any, signal: Any) -> Any:
+        if request.tool_call_id == "c1":
+            return {"approved": True, "decided_by": "alice"}
+        if request.tool_call_id == "c2":
+            return {"approved": False, "reason": "too far"}
+        await anyio.sleep_forever()
+
+    tool = lookup_tool()
+    tool.requires_approval = True
+    calls = [
+        faux_tool_call("weather", {"city": c}, id=i)
+        for c, i in zip("ABC", ("c1", "c2", "c3"), strict=True)
+    ]
+    with RunRecorder(path) as rec:
+        await run_agent_loop(
+            [UserMessage(content="Weather in A, B and C?")],
+            AgentContext(tools=[tool]),
+            AgentLoopConfig(model=MODEL, decide_approval=decide, approval_timeout_s=0.05),
+            rec,
+            stream_fn=FauxProvider([faux_response(tool_calls=calls), faux_response("One.")]),
+            on_transition=rec.on_transition,
+        )
+
+
+@pytest.mark.anyio
+async def test_every_record_keeps_its_clock_reading(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    await approval_recording(path)
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    run = load_run(path)
+    assert len(run.times) == len(run.order) == len(lines) - 1  # all but the header
+    assert run.times == [line["t"] for line in lines[1:]]
+    readings = [t for t in run.times if isinstance(t, float)]
+    assert readings == run.times and readings == sorted(readings)
+    assert run.last_time == lines[-1]["t"]
+    assert run.transition_times() == [line["t"] for line in lines if line["kind"] == "transition"]
+    assert run.transition_times("agent") == []
+    # a live recorder keeps the same readings it writes
+    rec = RunRecorder(updates=False)
+    rec.on_transition(TransitionRecord(0, "start", "idle", "awaiting_steering"))
+    rec(AgentStartEvent())
+    recorded = rec.recorded()
+    first, second = recorded.times
+    assert first is not None and second is not None and first <= second
+    assert recorded.transition_times() == recorded.times[:1]
+
+
+@pytest.mark.anyio
+async def test_approvals_are_read_back_and_summed_up(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    await approval_recording(path)
+    # the readings set by hand: each request at 1.0 s, each decision 2.5 s later
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    for line in lines[1:]:
+        kind = line.get("event", {}).get("type")
+        line["t"] = 3.5 if kind == "approval_decided" else 1.0
+    timed = tmp_path / "timed.jsonl"
+    timed.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    run = load_run(timed)
+    approvals = {a.tool_call_id: a for a in run.approvals}
+    assert sorted(approvals) == ["c1", "c2", "c3"]
+    assert [(a.tool_name, a.args, a.reason) for a in run.approvals] == [
+        ("weather", {"city": city}, 'Tool "weather" requires approval') for city in "ABC"
+    ]
+    assert {k: (a.decision.approved, a.decision.decided_by) for k, a in approvals.items()} == {
+        "c1": (True, "alice"),
+        "c2": (False, "user"),
+        "c3": (False, "timeout"),
+    }
+    assert {a.waited for a in run.approvals} == {2.5}
+    assert approvals["c1"].text() == "weather approved by alice after 2.5 s"
+    assert approvals["c2"].text() == "weather denied by user: too far after 2.5 s"
+    summary = run.summary().splitlines()
+    assert summary[-1].startswith("approvals (3): ")
+    assert sorted(summary[-1].removeprefix("approvals (3): ").split("; ")) == [
+        "weather approved by alice after 2.5 s",
+        "weather denied by timeout: no decision within 0.05 s after 2.5 s",
+        "weather denied by user: too far after 2.5 s",
+    ]
+    # a recording without readings (and one that stops before a decision) says less
+    bare = tmp_path / "bare.jsonl"
+    cut = next(
+        n for n, x in enumerate(lines) if x.get("event", {}).get("type") == "approval_decided"
+    )
+    bare.write_text(
+        "".join(json.dumps({k: v for k, v in x.items() if k != "t"}) + "\n" for x in lines[:cut]),
+        encoding="utf-8",
+    )
+    stopped = load_run(bare)
+    assert stopped.times == [None] * len(stopped.order) and stopped.last_time is None
+    assert [a.text() for a in stopped.approvals] == ["weather waiting (no decision recorded)"] * 3
+    assert stopped.approvals[0].waited is None
+    assert stopped.summary().splitlines()[-1] == (
+        "approvals (3): " + "; ".join(["weather waiting (no decision recorded)"] * 3)
+    )

@@ -20,8 +20,12 @@ from agentcore_fsm import (
     AgentLoopConfig,
     AgentTool,
     AgentToolResult,
+    ApprovalDecision,
+    BeforeToolCallResult,
     LlmContext,
+    MemoryRunStore,
     Model,
+    RunSuspended,
     StreamOptions,
     TextContent,
     UserMessage,
@@ -83,10 +87,12 @@ async def record(
     stream_fn: Any = None,
     listener: Callable[[Any], None] | None = None,
     signal: AbortSignal | None = None,
+    journal: dict[str, Any] | None = None,
     **config: Any,
 ) -> RecordedRun:
     """Run the loop once on the faux provider, recorded to ``path``; the recording read back.
-    ``listener`` sees every event after the recorder has written it."""
+    ``listener`` sees every event after the recorder has written it; ``journal``: the run's
+    ``store=``/``run_id=``."""
     model = stream_fn or FauxProvider(list(responses), chunk_size=4)
     with RunRecorder(path) as recorder:
 
@@ -103,6 +109,7 @@ async def record(
             signal=signal,
             stream_fn=model,
             on_transition=recorder.on_transition,
+            **(journal or {}),
         )
     return load_run(path)
 
@@ -843,3 +850,312 @@ async def test_a_recording_without_deltas_replays_without_them(tmp_path: Path) -
     assert "message_update" not in types(load_run(path))
     result = await identical(path)
     assert any("no message_update" in note for note in result.notes)
+
+
+# --- approvals ------------------------------------------------------------------------------
+
+
+def decisions(events: Iterable[Any]) -> list[tuple[str, bool, str | None, str, Any]]:
+    return [
+        (e.tool_call_id, e.approved, e.reason, e.decided_by, e.args)
+        for e in events
+        if e.type == "approval_decided"
+    ]
+
+
+async def approval_run(path: Path) -> RecordedRun:
+    """c1 approved, c2 denied, c3 approved with other arguments, c4 (tool "b", approval asked
+    by before_tool_call with its own reason) approved; c5 needs none (requires_approval says
+    so). The approver answers c3 first, then c1, c2 and c4, each once the one before is
+    decided."""
+    answers = {
+        "c1": ApprovalDecision(approved=True, decided_by="alice"),
+        "c2": ApprovalDecision(approved=False, reason="not today", decided_by="bob"),
+        "c3": ApprovalDecision(approved=True, args={"a": 5, "b": 5}),
+        "c4": True,
+    }
+
+    after = {"c1": "c3", "c2": "c1", "c4": "c2"}
+    decided = {call_id: anyio.Event() for call_id in answers}
+
+    async def approver(request: Any, signal: Any) -> Any:
+        call_id = request.tool_call_id
+        if call_id in after:
+            await decided[after[call_id]].wait()
+        return answers[call_id]
+
+    def note_decision(event: Any) -> None:
+        if event.type == "approval_decided":
+            decided[event.tool_call_id].set()
+
+    def ask_for_b(ctx: Any, signal: Any) -> Any:
+        if ctx.tool_call.name == "b":
+            return BeforeToolCallResult(require_approval=True, reason="b is new")
+        return None
+
+    return await record(
+        path,
+        [
+            faux_response(
+                tool_calls=[
+                    add_call(2, id="c1"),
+                    add_call(4, id="c2"),
+                    add_call(6, id="c3"),
+                    add_call(2, id="c4", name="b"),
+                    add_call(0, id="c5"),
+                ]
+            ),
+            faux_response("Some ran."),
+        ],
+        tools=[add_tool(requires_approval=lambda args: args["a"] > 0), add_tool("b")],
+        before_tool_call=ask_for_b,
+        decide_approval=approver,
+        listener=note_decision,
+    )
+
+
+@pytest.mark.anyio
+async def test_approvals_denials_and_changed_arguments_replay(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    run = await approval_run(path)
+    requested = [(e.tool_call_id, e.reason) for e in run.events if e.type == "approval_requested"]
+    assert requested == [
+        ("c1", 'Tool "add" requires approval'),
+        ("c2", 'Tool "add" requires approval'),
+        ("c3", 'Tool "add" requires approval'),
+        ("c4", "b is new"),
+    ]
+    recorded = decisions(run.events)
+    assert recorded == [
+        ("c3", True, None, "user", {"a": 5, "b": 5}),
+        ("c1", True, None, "alice", None),
+        ("c2", False, "not today", "bob", None),
+        ("c4", True, None, "user", None),
+    ]
+    ends = {
+        e.tool_call_id: e.result.content[0].text
+        for e in run.events
+        if e.type == "tool_execution_end"
+    }
+    assert ends == {
+        "c1": "3",
+        "c2": 'Tool call "add" was denied: not today',
+        "c3": "10",
+        "c4": "3",
+        "c5": "1",
+    }
+    assert "awaiting_approval" in [t.dest for t in run.transitions]
+    result = await identical(path)
+    assert decisions(result.events) == recorded
+    calls = {key[0]: call for key, call in replay_script(path)._tool_calls.items()}
+    assert {k: (c.asked, c.approval) for k, c in calls.items()} == {
+        "c1": (True, 'Tool "add" requires approval'),
+        "c2": (True, 'Tool "add" requires approval'),
+        "c3": (True, 'Tool "add" requires approval'),
+        "c4": (True, "b is new"),
+        "c5": (False, None),
+    }
+
+
+@pytest.mark.anyio
+async def test_denials_the_loop_makes_itself_replay_as_recorded(tmp_path: Path) -> None:
+    # no approver configured at all
+    lone = tmp_path / "no-approver.jsonl"
+    run = await record(
+        lone,
+        [faux_response(tool_calls=[add_call(2, id="c1")]), faux_response("Denied.")],
+        tools=[add_tool(requires_approval=True)],
+    )
+    assert decisions(run.events) == [
+        (
+            "c1",
+            False,
+            "it needs approval and no approver is configured (AgentLoopConfig.decide_approval)",
+            "no approver",
+            None,
+        )
+    ]
+    await identical(lone)
+
+    # a timeout, and an approver that raises
+    async def approver(request: Any, signal: Any) -> Any:
+        if request.tool_call_id == "c2":
+            raise RuntimeError("approval service down")
+        await anyio.sleep_forever()
+
+    timed = tmp_path / "timeout.jsonl"
+    run = await record(
+        timed,
+        [
+            faux_response(tool_calls=[add_call(2, id="c1"), add_call(4, id="c2")]),
+            faux_response("Both denied."),
+        ],
+        tools=[add_tool(requires_approval=True)],
+        decide_approval=approver,
+        approval_timeout_s=0.05,
+    )
+    assert decisions(run.events) == [
+        ("c2", False, "decide_approval raised: approval service down", "error", None),
+        ("c1", False, "no decision within 0.05 s", "timeout", None),
+    ]
+    result = await identical(timed)
+    assert decisions(result.events) == decisions(run.events)
+
+
+@pytest.mark.anyio
+async def test_an_abort_while_calls_wait_for_approval_replays(tmp_path: Path) -> None:
+    controller = AbortController()
+
+    async def approver(request: Any, signal: Any) -> Any:
+        if request.tool_call_id == "c1":
+            return True
+        await anyio.sleep(0.01)
+        controller.abort()  # the person gives up on the whole run
+        await anyio.sleep_forever()
+
+    path = tmp_path / "run.jsonl"
+    run = await record(
+        path,
+        [faux_response(tool_calls=[add_call(2, id="c1"), add_call(4, id="c2")])],
+        tools=[add_tool(requires_approval=True)],
+        decide_approval=approver,
+        signal=controller.signal,
+    )
+    assert run.end_reason == "aborted"
+    assert decisions(run.events) == [
+        ("c1", True, None, "user", None),
+        ("c2", False, "Operation aborted", "abort", None),
+    ]
+    assert ("awaiting_approval", "abort") in [(t.source, t.trigger) for t in run.transitions]
+    result = await identical(path)
+    assert decisions(result.events) == decisions(run.events)
+    calls = {key[0]: call for key, call in replay_script(path)._tool_calls.items()}
+    assert calls["c1"].decision is not None and calls["c2"].decision is None
+
+
+@pytest.mark.anyio
+async def test_an_agent_s_approvals_in_a_sequential_batch_replay(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with RunRecorder(path) as recorder:
+        agent = Agent(
+            model=MODEL,
+            tools=[add_tool(requires_approval=True)],
+            stream_fn=FauxProvider(
+                [
+                    faux_response(tool_calls=[add_call(2, id="c1"), add_call(4, id="c2")]),
+                    faux_response("One of two."),
+                ]
+            ),
+            on_transition=recorder.on_transition,
+            tool_execution="sequential",
+        )
+
+        def decide(event: Any, signal: Any) -> None:
+            if event.type == "approval_requested":
+                if event.tool_call_id == "c1":
+                    agent.approve("c1", {"a": 7, "b": 7}, decided_by="carol")
+                else:
+                    agent.deny("c2", "enough")
+
+        agent.subscribe(recorder)
+        agent.subscribe(decide)
+        await agent.prompt("Add them, one at a time.")
+    run = load_run(path)
+    assert decisions(run.events) == [
+        ("c1", True, None, "carol", {"a": 7, "b": 7}),
+        ("c2", False, "enough", "user", None),
+    ]
+    assert [t.dest for t in run.transitions].count("awaiting_approval") == 2
+    await identical(path)
+    assert replay_script(path).runs[0].tool_execution == "sequential"
+
+
+@pytest.mark.anyio
+async def test_a_suspended_run_replays_up_to_where_it_waits(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with pytest.raises(RunSuspended) as caught:
+        await record(
+            path,
+            [faux_response(tool_calls=[add_call(2, id="c1")])],
+            tools=[add_tool(requires_approval=True)],
+            decide_approval=lambda request, signal: None,  # no decision in this process
+            journal={"store": MemoryRunStore(), "run_id": "r1"},
+        )
+    assert [r.tool_call_id for r in caught.value.pending] == ["c1"]
+    run = load_run(path)
+    assert run.end_reason is None and types(run)[-1] == "approval_requested"
+    result = await replay_run(path, stall_timeout=STALL)
+    assert result.ok, str(result)
+    assert any("stops mid-run" in note for note in result.notes)
+
+
+@pytest.mark.anyio
+async def test_a_changed_decision_diverges_at_its_approval_decided_event(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    run = await approval_run(path)
+    first = next(i for i, e in enumerate(run.events) if e.type == "approval_decided")
+
+    # another approver: the same decisions replay identically, another one diverges at once
+    recorded = {e.tool_call_id: e for e in run.events if e.type == "approval_decided"}
+
+    def same(request: Any, signal: Any) -> ApprovalDecision:
+        e = recorded[request.tool_call_id]
+        return ApprovalDecision(
+            approved=e.approved, reason=e.reason, decided_by=e.decided_by, args=e.args
+        )
+
+    assert (await replay_run(path, stall_timeout=STALL, decide_approval=same)).ok
+
+    async def stricter(request: Any, signal: Any) -> bool:
+        return bool(request.tool_call_id != "c3")  # c3 was approved (with other arguments)
+
+    result = await replay_run(path, stall_timeout=STALL, decide_approval=stricter)
+    divergence = result.divergence
+    assert divergence is not None
+    assert (divergence.kind, divergence.index) == ("event", first)
+    assert divergence.expected == "approval_decided(add: approved)"
+    assert divergence.got == "approval_decided(add: denied)"
+    assert divergence.detail == "approved: expected true, got false"
+
+    # an edited recording: the replay gives the edited decision, so the loop diverges at the
+    # first event that follows from it (the call is answered with the denial at once)
+    def deny(record: dict[str, Any]) -> None:
+        record["event"].update(approved=False, reason="edited", args=None)
+
+    edited = tmp_path / "edited.jsonl"
+    at = edit(path, edited, event_of("approval_decided", toolCallId="c3"), deny)
+    assert at == first
+    result = await replay_run(edited, stall_timeout=STALL)
+    divergence = result.divergence
+    assert divergence is not None
+    assert decisions(result.events)[0] == ("c3", False, "edited", "user", None)
+    assert (divergence.kind, divergence.index) == ("event", first + 1)
+    assert divergence.expected == "approval_decided(add: approved by alice)"
+    assert divergence.got == "tool_execution_end(add: error)"
+
+
+@pytest.mark.anyio
+async def test_approved_arguments_the_tool_refused_are_noted(tmp_path: Path) -> None:
+    # the stub tools accept any arguments, so this one call cannot be replayed: a note says so
+    path = tmp_path / "run.jsonl"
+    run = await record(
+        path,
+        [faux_response(tool_calls=[add_call(2, id="c1")]), faux_response("Refused.")],
+        tools=[add_tool(requires_approval=True)],
+        decide_approval=lambda request, signal: ApprovalDecision(
+            approved=True, args={"a": "x", "b": 1}
+        ),
+    )
+    end = next(e for e in run.events if e.type == "tool_execution_end")
+    assert end.is_error and end.result.content[0].text.startswith(
+        'Validation failed for tool "add"'
+    )
+    result = await replay_run(path, stall_timeout=STALL)
+    assert result.notes == [
+        "an approver's changed arguments were rejected by validation: the stub tools accept any "
+        "arguments, so the replay runs that call instead"
+    ]
+    divergence = result.divergence
+    assert divergence is not None and divergence.kind == "transition"
+    assert divergence.expected == "awaiting_approval --approvals_settled--> turn_end"
+    assert divergence.got == "awaiting_approval --approvals_settled--> executing"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import io
 import os
 import re
+import shlex
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -194,6 +196,210 @@ def test_cli_dispatches_to_chat(
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "--provider {openai,anthropic}" in out and "--base-url" in out
+
+
+MCP_SERVERS = Path(__file__).resolve().parent.parent / "mcp_servers.py"
+
+
+def test_mcp_server_tools_join_the_session(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # tests/mcp_servers.py "calc" serves one tool named "calculator": with --no-tools, the
+    # model's call of it is answered by the MCP server
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.queue(Reply(sse="openai/chat_calculator.sse"), Reply(sse="openai/final_text.sse"))
+    command = shlex.join([sys.executable, str(MCP_SERVERS), "calc"])
+    argv = ["--model", "gpt-4o-mini", "--base-url", server.url + "/v1", "--no-tools"]
+    code, out, err = run_chat(monkeypatch, capsys, [*argv, "--mcp", command], "What is 2 + 3?\n")
+    assert (code, err) == (0, "")
+    assert out == (
+        '[tool] calculator {"expression": "2 + 3"}\n'
+        "[result] 5\n"
+        "2 + 3 = 5.\n"
+        "[usage] 132 input (+128 cached), 18 output tokens, $0.000040\n"
+    )
+    first, second = server.requests
+    assert [t["function"] for t in first.body["tools"]] == [
+        {
+            "name": "calculator",
+            "description": "Add numbers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"expression": {"type": "string"}},
+                "required": ["expression"],
+            },
+        }
+    ]
+    assert second.body["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_calc_1",
+        "content": "5",
+    }
+
+
+def test_mcp_servers_that_cannot_be_used(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    argv = ["--model", "gpt-4o-mini", "--mcp", "/no/such/mcp-server --flag"]
+    code, out, err = run_chat(monkeypatch, capsys, argv, "never read\n")
+    assert (code, out) == (2, "")
+    assert err == (
+        'agentcore-fsm chat: MCP server "mcp-server --flag" could not be started: '
+        "FileNotFoundError: [Errno 2] No such file or directory: '/no/such/mcp-server'\n"
+    )
+    with pytest.raises(SystemExit) as info:
+        main(["--model", "gpt-4o-mini", "--mcp", "python 'unclosed"])
+    assert info.value.code == 2
+    assert 'argument --mcp: cannot split "python \'unclosed" into words: No closing quotation' in (
+        capsys.readouterr().err
+    )
+
+
+# --- --approve ------------------------------------------------------------------------------
+
+ASKED = '[approve?] calculator {"expression": "2 + 3"} [y/N] '
+DENIED = 'Tool call "calculator" was denied: denied at the terminal'
+
+
+def approve_argv(server: ScriptedServer) -> list[str]:
+    return ["--model", "gpt-4o-mini", "--base-url", server.url + "/v1", "--approve"]
+
+
+def test_approve_asks_before_a_tool_call_runs(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.queue(Reply(sse="openai/chat_calculator.sse"), Reply(sse="openai/final_text.sse"))
+    code, out, err = run_chat(monkeypatch, capsys, approve_argv(server), "What is 2 + 3?\ny\n")
+    assert (code, err) == (0, "")
+    assert out == (
+        '[tool] calculator {"expression": "2 + 3"}\n'
+        f"{ASKED}y\n"
+        "[approved] calculator\n"
+        "[result] 5\n"
+        "2 + 3 = 5.\n"
+        "[usage] 132 input (+128 cached), 18 output tokens, $0.000040\n"
+    )
+    assert server.requests[1].body["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_calc_1",
+        "content": "5",
+    }
+
+
+@pytest.mark.parametrize("answer", ["n\n", "yes please\n", "\n", ""])
+def test_approve_denies_on_anything_but_y(
+    server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    answer: str,
+) -> None:
+    # "" is the end of input at the question: a denial, then the session ends
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.queue(Reply(sse="openai/chat_calculator.sse"), Reply(sse="openai/final_text.sse"))
+    stdin = "What is 2 + 3?\n" + answer
+    code, out, err = run_chat(monkeypatch, capsys, approve_argv(server), stdin)
+    assert (code, err) == (0, "")
+    assert out == (
+        '[tool] calculator {"expression": "2 + 3"}\n'
+        f"{ASKED}{answer.strip()}\n"
+        "[denied] calculator: denied at the terminal\n"
+        f"[error] {DENIED}\n"
+        "2 + 3 = 5.\n"
+        "[usage] 132 input (+128 cached), 18 output tokens, $0.000040\n"
+    )
+    # the model reads the denial as the call's result
+    assert server.requests[1].body["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_calc_1",
+        "content": DENIED,
+    }
+
+
+def test_without_approve_no_call_asks(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.queue(Reply(sse="openai/chat_calculator.sse"), Reply(sse="openai/final_text.sse"))
+    argv = approve_argv(server)[:-1]
+    code, out, err = run_chat(monkeypatch, capsys, argv, "What is 2 + 3?\n")
+    assert (code, err) == (0, "")
+    assert out == (
+        '[tool] calculator {"expression": "2 + 3"}\n'
+        "[result] 5\n"
+        "2 + 3 = 5.\n"
+        "[usage] 132 input (+128 cached), 18 output tokens, $0.000040\n"
+    )
+    assert "--approve" in main_help(capsys)
+
+
+def main_help(capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    return capsys.readouterr().out
+
+
+def test_ctrl_c_at_the_question_aborts_the_reply_and_keeps_the_next_line(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.queue(Reply(sse="openai/chat_calculator.sse"), Reply(sse="openai/final_text.sse"))
+    asked, aborted = threading.Event(), threading.Event()
+
+    class Watched:
+        """stdout that notes when the question and the abort have been printed."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def write(self, text: str) -> int:
+            written: int = self.inner.write(text)
+            if "[approve?]" in text:
+                asked.set()
+            if "[aborted]" in text:
+                aborted.set()
+            return written
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    read_fd, write_fd = os.pipe()
+    reader = os.fdopen(read_fd, "r", encoding="utf-8")
+    writer = os.fdopen(write_fd, "w", encoding="utf-8")
+    writer.write("What is 2 + 3?\n")
+    writer.flush()
+
+    def press_ctrl_c_then_type() -> None:
+        # Ctrl-C while the question waits for its answer; the line typed after the abort is
+        # the next prompt (the read the question started must not swallow it)
+        if asked.wait(20):
+            os.kill(os.getpid(), signal.SIGINT)
+            if aborted.wait(20):
+                writer.write("What now?\n")
+        writer.close()
+
+    monkeypatch.setattr(sys, "stdout", Watched(sys.stdout))
+    monkeypatch.setattr(sys, "stdin", reader)
+    typist = threading.Thread(target=press_ctrl_c_then_type, daemon=True)
+    typist.start()
+    try:
+        code = main(approve_argv(server))
+    finally:
+        typist.join(5)
+        reader.close()
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    assert out == (
+        '[tool] calculator {"expression": "2 + 3"}\n'
+        f"{ASKED}\n"
+        "[error] Operation aborted\n"
+        "[aborted] calculator: Operation aborted\n"
+        "[usage] 100 input, 10 output tokens, $0.000021\n"
+        "2 + 3 = 5.\n"
+        "[usage] 32 input (+128 cached), 8 output tokens, $0.000019\n"
+    )
+    assert server.bodies()[1]["messages"][-1] == {"role": "user", "content": "What now?"}
 
 
 def test_resolve_model() -> None:
