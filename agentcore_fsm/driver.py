@@ -245,6 +245,12 @@ class _Driver:
     def _aborted(self) -> bool:
         return self._halt
 
+    def _stopping(self) -> bool:
+        """The run is ending (the signal fired, or a failure is known or was fed): a task that
+        starts only now (trio may run a task cancelled before it started up to its first
+        await) calls no user code."""
+        return self._halt or self._failed or self._failure is not None or self._run_over
+
     # --- the main loop ------------------------------------------------------------------
 
     async def run(self, first: Step | None = None) -> None:
@@ -611,8 +617,8 @@ class _Driver:
                     pass  # the worker was abandoned (abort): updates are ignored
 
         execute: Any = effect.tool.execute
-        if self._halt:
-            return  # nothing starts once the signal fired (the task may start after it did)
+        if self._stopping():
+            return  # nothing starts once the run is ending (the task may start after that)
         try:
             if inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
                 getattr(execute, "__call__", None)  # noqa: B004
@@ -649,8 +655,8 @@ class _Driver:
             settled = True
 
     async def _run_after_hook(self, effect: CallHook) -> None:
-        if self._halt:
-            return  # nothing starts once the signal fired (the task may start after it did)
+        if self._stopping():
+            return  # nothing starts once the run is ending (the task may start after that)
         try:
             value = await _call(self.config.after_tool_call, effect.ctx, self.signal)  # type: ignore[arg-type]
         except Exception as exc:
@@ -667,8 +673,8 @@ class _Driver:
         run, that this process makes none) to the inbox."""
         index, request = effect.index, effect.request
         try:
-            if self._halt:
-                return  # nothing starts once the signal fired: the abort answers the call
+            if self._stopping():
+                return  # nothing starts once the run is ending: the abort answers the call
             decide = self.config.decide_approval
             if decide is None:
                 self._post(ApprovalDecided(index, False, NO_APPROVER_TEXT, "no approver"))

@@ -5,7 +5,10 @@ mutation tests run them (on mutant declarations) through the synchronous driver.
 from __future__ import annotations
 
 from prop_scenarios import (
+    ASK_TOOL,
+    CHECK_TOOL,
     MISSING_TOOL,
+    SEQ_TOOL,
     SYNC_TOOL,
     CallPlan,
     Fault,
@@ -16,6 +19,7 @@ from prop_scenarios import (
 
 DONE = ResponsePlan(text="done")
 CALL = CallPlan()
+ASK = CallPlan(tool=ASK_TOOL)
 
 
 def tools(*calls: CallPlan, **kwargs: object) -> ResponsePlan:
@@ -102,6 +106,90 @@ BANK: dict[str, Scenario] = {
         )
     ),
     "continue_after_tool_result": Scenario(entry="continue", history="tool", responses=(DONE,)),
+    # --- approval of tool calls ------------------------------------------------------------
+    "approval_approved": Scenario(
+        responses=(tools(ASK, CallPlan(tool=CHECK_TOOL, check="no"), CALL), DONE)
+    ),
+    "approval_every_decision": Scenario(
+        responses=(
+            tools(
+                CallPlan(tool=ASK_TOOL, decision="args", after="override"),
+                CallPlan(tool=ASK_TOOL, decision="bad_args"),
+                CallPlan(tool=CHECK_TOOL, decision="deny"),
+                CallPlan(tool=CHECK_TOOL, check="raise"),
+                CallPlan(tool=CHECK_TOOL, check="junk"),
+                CallPlan(tool=ASK_TOOL, decision="deny_bool", x=2),
+                CallPlan(tool=ASK_TOOL, decision="raise", x=3),
+                CallPlan(tool=ASK_TOOL, decision="junk", x=4),
+                CallPlan(tool=ASK_TOOL, decision="none", x=5),
+                CallPlan(tool=ASK_TOOL, decision="bad_dict", x=6),
+                CallPlan(tool=ASK_TOOL, decision="approve_dict", x=7),
+                CallPlan(tool=CHECK_TOOL, decision="approve_bool", x=8),
+                CallPlan(tool=SYNC_TOOL),
+                order=(12, 11, 10, 0),
+            ),
+            DONE,
+        ),
+        with_after=True,
+    ),
+    "approval_asked_by_the_before_hook": Scenario(
+        responses=(
+            tools(
+                CallPlan(before="ask", decision="args"),
+                CallPlan(tool=CHECK_TOOL, check="no", before="ask_dict"),
+                CallPlan(tool=ASK_TOOL, before="mutate"),
+                CallPlan(tool=CHECK_TOOL, before="mutate"),
+                CallPlan(tool=ASK_TOOL, before="block"),
+            ),
+            DONE,
+        ),
+        with_before=True,
+        async_hooks=True,
+    ),
+    "approval_every_call_denied": Scenario(
+        responses=(
+            tools(CallPlan(tool=ASK_TOOL, decision="deny"), CallPlan(tool=CHECK_TOOL)),
+            DONE,
+        ),
+        approver=False,
+    ),
+    "approval_every_call_denied_then_turn_hooks": Scenario(
+        responses=(
+            tools(
+                CallPlan(tool=ASK_TOOL, decision="junk"),
+                CallPlan(tool=CHECK_TOOL, decision="deny_bool"),
+            ),
+            DONE,
+        ),
+        prepare=("high",),
+        should_stop=(False, False),
+    ),
+    "approval_sequential": Scenario(
+        mode="sequential",
+        responses=(
+            tools(
+                CallPlan(tool=ASK_TOOL, decision="deny"),
+                ASK,
+                CALL,
+                CallPlan(tool=CHECK_TOOL, check="no"),
+                CallPlan(tool=ASK_TOOL, decision="args"),
+            ),
+            DONE,
+        ),
+        with_before=True,
+        with_after=True,
+    ),
+    "approval_a_sequential_tool_in_the_batch": Scenario(
+        responses=(tools(ASK, CallPlan(tool=SEQ_TOOL), CallPlan(tool=ASK_TOOL, x=2)), DONE)
+    ),
+    "approval_times_out": Scenario(
+        responses=(tools(CallPlan(tool=ASK_TOOL, decision="timeout"), ASK), DONE),
+        async_hooks=True,
+    ),
+    "approval_terminates": Scenario(
+        responses=(tools(CallPlan(tool=ASK_TOOL, plan=ToolPlan(terminate=True))), DONE)
+    ),
+    "approval_then_steering": Scenario(responses=(tools(ASK), DONE), steering=((), ("user",))),
     # --- aborts ------------------------------------------------------------------------
     "abort_while_streaming": Scenario(responses=(ResponsePlan(style="abort_mid", cut=1),)),
     "abort_inside_the_stream_function": Scenario(
@@ -160,6 +248,19 @@ BANK: dict[str, Scenario] = {
     ),
     "abort_in_before_hook": Scenario(
         responses=(tools(CallPlan(before="abort"), CALL), DONE), with_before=True
+    ),
+    "abort_while_waiting_for_approval": Scenario(
+        responses=(tools(CALL, CallPlan(tool=ASK_TOOL, decision="abort"), ASK), DONE)
+    ),
+    "abort_while_waiting_for_approval_sequential": Scenario(
+        mode="sequential",
+        responses=(tools(CALL, ASK, CallPlan(tool=ASK_TOOL, decision="abort"), CALL), DONE),
+    ),
+    "abort_at_an_approval_request": Scenario(
+        responses=(tools(ASK, CALL), DONE), faults=(Fault("emit:approval_requested", 0, "abort"),)
+    ),
+    "abort_at_an_approval_decision": Scenario(
+        responses=(tools(ASK, ASK), DONE), faults=(Fault("emit:approval_decided", 0, "abort"),)
     ),
     "abort_in_a_tool": Scenario(
         responses=(tools(CallPlan(plan=ToolPlan(outcome="abort")), CALL), DONE)
@@ -231,6 +332,16 @@ BANK: dict[str, Scenario] = {
         responses=(tools(CALL, CALL), DONE),
         with_before=True,
         faults=(Fault("emit:tool_execution_start", 0),),
+    ),
+    "fail_at_an_approval_request": Scenario(
+        responses=(tools(CALL, ASK), DONE), faults=(Fault("emit:approval_requested", 0),)
+    ),
+    "abort_then_fail_at_an_approval_request": Scenario(
+        responses=(tools(ASK, CALL), DONE),
+        faults=(Fault("emit:approval_requested", 0, "abort_raise"),),
+    ),
+    "fail_at_an_approval_decision": Scenario(
+        responses=(tools(ASK, ASK), DONE), faults=(Fault("emit:approval_decided", 0),)
     ),
     "fail_while_executing": Scenario(
         responses=(tools(CallPlan(plan=ToolPlan(updates=1)), CALL), DONE),

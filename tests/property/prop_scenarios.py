@@ -27,9 +27,10 @@ Tool completion order is controlled by explicit gates (:class:`Conductor`), neve
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -46,6 +47,8 @@ from agentcore_fsm import (
     AgentLoopTurnUpdate,
     AgentTool,
     AgentToolResult,
+    ApprovalDecision,
+    ApprovalRequest,
     AssistantMessage,
     BeforeToolCallResult,
     LlmContext,
@@ -67,6 +70,11 @@ from agentcore_fsm.testing import FauxProvider, check_run, sequential_tool_names
 # --- the data ---------------------------------------------------------------------------
 
 ASYNC_TOOL, SYNC_TOOL, SEQ_TOOL, MISSING_TOOL = "calc", "calc_sync", "calc_seq", "missing"
+# tools that need approval: always (requires_approval=True), or as their callable says
+ASK_TOOL, CHECK_TOOL = "calc_ask", "calc_check"
+APPROVAL_TIMEOUT_S = 0.02
+CHECK_BOOM = "check boom"  # what CHECK_TOOL's requires_approval raises with
+NO_APPROVER = "it needs approval and no approver is configured (AgentLoopConfig.decide_approval)"
 ABORTED = "Operation aborted"
 EXHAUSTED = "No more faux responses queued"
 TRUNCATED = (
@@ -97,8 +105,19 @@ class CallPlan:
     valid: bool = True
     x: int = 1
     plan: ToolPlan = ToolPlan()
-    before: str = "pass"  # pass | dict_pass | mutate | block | block_empty | raise | abort
+    # pass | dict_pass | mutate | block | block_empty | raise | abort | ask (asks for approval,
+    # with a reason) | ask_dict (asks, without one)
+    before: str = "pass"
     after: str = "pass"  # pass | override | error_flag | raise | terminate
+    # what CHECK_TOOL's requires_approval says (it reads it from the arguments' "check"):
+    # yes | no | raise | junk
+    check: str = "yes"
+    # how decide_approval answers a call that waits for approval: approve | approve_bool |
+    # approve_dict | args (approved, arguments changed) | bad_args (approved, changed to invalid
+    # ones) | deny | deny_bool | raise | junk | bad_dict | none (no decision: a denial without
+    # a store) | timeout (never answers; approval_timeout_s denies it) | abort (fires the
+    # signal while waiting)
+    decision: str = "approve"
 
 
 @dataclass(frozen=True)
@@ -153,6 +172,15 @@ class Scenario:
     async_emit: bool = False
     custom_convert: bool = False
     api_key_hook: bool = True
+    approver: bool = True  # decide_approval configured (else a call that needs one is denied)
+    approval_timeout: bool = False  # approval_timeout_s (also set when a decision is "timeout")
+
+
+def approval_timeout_s(sc: Scenario) -> float | None:
+    """The run's approval_timeout_s: set when asked for or when some call never gets an answer
+    (decision "timeout": without a timeout that run would wait for ever)."""
+    waits = any(c.decision == "timeout" for r in sc.responses for c in r.calls)
+    return APPROVAL_TIMEOUT_S if sc.approval_timeout or (waits and sc.approver) else None
 
 
 def call_id(response: int, index: int) -> str:
@@ -195,6 +223,46 @@ call_plans = st.builds(
     after=st.sampled_from(["pass", "pass", "override", "error_flag", "raise", "terminate"]),
 )
 
+APPROVAL_DECISIONS = [
+    "approve",
+    "approve",
+    "approve_bool",
+    "approve_dict",
+    "args",
+    "args",
+    "bad_args",
+    "deny",
+    "deny_bool",
+    "raise",
+    "junk",
+    "bad_dict",
+    "none",
+    "timeout",
+]
+
+
+def _approval_call_plans(aborts: bool) -> st.SearchStrategy[CallPlan]:
+    return st.builds(
+        CallPlan,
+        tool=st.sampled_from(
+            [ASK_TOOL, ASK_TOOL, CHECK_TOOL, CHECK_TOOL, ASYNC_TOOL, SYNC_TOOL, SEQ_TOOL]
+        ),
+        valid=st.sampled_from([True, True, True, True, True, False]),
+        x=st.integers(0, 9),
+        plan=tool_plans,
+        before=st.sampled_from(["pass", "pass", "pass", "ask", "ask_dict", "mutate", "block"]),
+        after=st.sampled_from(["pass", "pass", "override", "raise"]),
+        check=st.sampled_from(["yes", "yes", "yes", "no", "raise", "junk"]),
+        decision=st.sampled_from(APPROVAL_DECISIONS + (["abort"] if aborts else [])),
+    )
+
+
+APPROVAL_CALL_PLANS = {aborts: _approval_call_plans(aborts) for aborts in (False, True)}
+"""Calls of a batch where approval is asked for: tools that need it (always, or as their
+callable says), a before hook that asks, and every kind of decision (with ``True``: the approver
+may also fire the signal while the call waits)."""
+
+
 NORMAL_STYLES = [
     "faux",
     "faux",
@@ -209,19 +277,25 @@ ABORTING_STYLES = ["abort_mid", "abort_mid_sync"]
 
 
 @st.composite
-def response_plans(draw: st.DrawFn, *, odd_streams: bool = True) -> ResponsePlan:
-    calls = draw(st.lists(call_plans, max_size=3))
+def response_plans(
+    draw: st.DrawFn, *, odd_streams: bool = True, approvals: bool = False
+) -> ResponsePlan:
+    """``approvals``: the calls are those of ``APPROVAL_CALL_PLANS`` (an abort while a call
+    waits only with ``odd_streams``)."""
+    plans = APPROVAL_CALL_PLANS[odd_streams] if approvals else call_plans
+    calls = draw(st.lists(plans, max_size=3))
     # a tool that aborts (async only) or a hook that raises / aborts: rarer
     if calls and draw(st.integers(0, 5)) == 0:
         i = draw(st.integers(0, len(calls) - 1))
         kind = draw(st.sampled_from(["tool_abort", "tool_raise", "before_raise", "before_abort"]))
         c = calls[i]
         if kind == "tool_abort":
-            c = CallPlan(ASYNC_TOOL, True, c.x, ToolPlan(outcome="abort"), "pass", c.after)
+            c = replace(c, tool=ASYNC_TOOL, valid=True, plan=ToolPlan(outcome="abort"))
+            c = replace(c, before="pass")
         elif kind == "tool_raise":
-            c = CallPlan(c.tool, c.valid, c.x, ToolPlan(outcome="raise"), c.before, c.after)
+            c = replace(c, plan=ToolPlan(outcome="raise"))
         else:
-            c = CallPlan(c.tool, c.valid, c.x, c.plan, kind.split("_")[1], c.after)
+            c = replace(c, before=kind.split("_")[1])
         calls[i] = c
     stops = [None] * 8 + ["stop", "toolUse", "length", "length", "error", "aborted"]
     stop = draw(st.sampled_from(stops))
@@ -252,6 +326,7 @@ EMIT_TYPES = [
     "tool_execution_end",
     "agent_end",
 ]
+APPROVAL_EMIT_TYPES = ["approval_requested", "approval_decided"]
 FAULT_PLACES = [
     "transform",
     "convert",
@@ -266,11 +341,12 @@ FAULT_PLACES = [
 
 
 @st.composite
-def faults(draw: st.DrawFn, *, emit: bool = True) -> Fault:
+def faults(draw: st.DrawFn, *, emit: bool = True, approvals: bool = False) -> Fault:
     places = FAULT_PLACES if emit else FAULT_PLACES[:-1]
     where = draw(st.sampled_from(places))
     if where == "emit" and draw(st.booleans()):
-        where = "emit:" + draw(st.sampled_from(EMIT_TYPES))
+        types = EMIT_TYPES + APPROVAL_EMIT_TYPES * 2 if approvals else EMIT_TYPES
+        where = "emit:" + draw(st.sampled_from(types))
     nth = draw(st.integers(0, 90)) if where == "emit" else draw(st.integers(0, 3))
     return Fault(where, nth, draw(st.sampled_from(["raise", "abort", "abort_raise"])))
 
@@ -279,8 +355,10 @@ polls = st.lists(st.lists(st.sampled_from(["user", "user", "note"]), max_size=2)
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, *, odd: bool = True) -> Scenario:
-    """Any scenario. ``odd=False`` leaves out faults and odd streams (undisturbed runs)."""
+def scenarios(draw: st.DrawFn, *, odd: bool = True, approvals: bool = False) -> Scenario:
+    """Any scenario. ``odd=False`` leaves out faults and odd streams (undisturbed runs);
+    ``approvals``: tool calls that need approval (see ``APPROVAL_CALL_PLANS``), with or
+    without an approver and a timeout."""
     entry = draw(st.sampled_from(["run", "run", "run", "continue", "stream"]))
     if entry == "continue":
         history = draw(st.sampled_from(["tool", "note", "chat_user"]))
@@ -288,7 +366,8 @@ def scenarios(draw: st.DrawFn, *, odd: bool = True) -> Scenario:
         history = draw(st.sampled_from(["none", "none", "chat", "tool", "note"]))
     n_faults = draw(st.sampled_from([0, 0, 0, 1, 1, 2])) if odd else 0
     emit_ok = entry != "stream"
-    responses = draw(st.lists(response_plans(odd_streams=odd), min_size=1, max_size=4))
+    plans = response_plans(odd_streams=odd, approvals=approvals)
+    responses = draw(st.lists(plans, min_size=1, max_size=4))
     if draw(st.sampled_from([True, True, False])):  # mostly, the script ends with an answer
         responses.append(ResponsePlan(text=draw(TEXTS), chunk=draw(st.integers(1, 12))))
     return Scenario(
@@ -308,7 +387,13 @@ def scenarios(draw: st.DrawFn, *, odd: bool = True) -> Scenario:
         should_stop=draw(
             st.one_of(st.none(), st.lists(st.sampled_from([False, False, True])).map(tuple))
         ),
-        faults=tuple(draw(st.lists(faults(emit=emit_ok), min_size=n_faults, max_size=n_faults))),
+        faults=tuple(
+            draw(
+                st.lists(
+                    faults(emit=emit_ok, approvals=approvals), min_size=n_faults, max_size=n_faults
+                )
+            )
+        ),
         abort_before=odd and draw(st.integers(0, 30)) == 0,
         with_before=draw(st.booleans()),
         with_after=draw(st.booleans()),
@@ -316,6 +401,8 @@ def scenarios(draw: st.DrawFn, *, odd: bool = True) -> Scenario:
         async_emit=emit_ok and draw(st.booleans()),
         custom_convert=draw(st.booleans()),
         api_key_hook=draw(st.booleans()),
+        approver=draw(st.sampled_from([True, True, True, True, False])) if approvals else True,
+        approval_timeout=approvals and draw(st.booleans()),
     )
 
 
@@ -323,7 +410,10 @@ def scenarios(draw: st.DrawFn, *, odd: bool = True) -> Scenario:
 
 
 def arguments(call: CallPlan) -> dict[str, Any]:
-    return {"x": call.x} if call.valid else {"x": f"not a number {call.x}"}
+    args: dict[str, Any] = {"x": call.x} if call.valid else {"x": f"not a number {call.x}"}
+    if call.tool == CHECK_TOOL:  # what its requires_approval says (see Harness)
+        args["check"] = call.check
+    return args
 
 
 def assistant_for(response: int, plan: ResponsePlan) -> AssistantMessage:
@@ -390,26 +480,168 @@ class Expected:
         return ok and is_error == self.is_error
 
 
-def expected_result(response: int, index: int, call: CallPlan, stop: str) -> Expected:
-    """docs/reference.md#the-tool-pipeline for one call that runs to its end (no abort, no
-    failure)."""
+@dataclass(frozen=True)
+class Approval:
+    """What a call that waits for approval is asked (the request) and told (the decision)."""
+
+    args: Any  # the request's arguments: the validated ones
+    reason: str  # the request's reason
+    approved: bool | None  # the decision; None: the approver fires the signal instead
+    decision_reason: str | None = None
+    decided_by: str = "user"
+    changed: Any = None  # the arguments the approver gave (approval_decided.args)
+    reason_prefix: bool = False  # decision_reason is a prefix (pydantic's text follows)
+
+    def decided(self, event: Any) -> bool:
+        """Whether ``event`` (an approval_decided) is this decision."""
+        if self.approved is None:
+            return False
+        reason = event.reason
+        if self.reason_prefix:
+            ok = isinstance(reason, str) and reason.startswith(self.decision_reason or "")
+        else:
+            ok = reason == self.decision_reason
+        return (
+            ok
+            and event.approved is self.approved
+            and event.decided_by == self.decided_by
+            and event.args == (self.changed if self.approved else None)
+        )
+
+
+@dataclass(frozen=True)
+class Course:
+    """How one call goes in a run that is not cut short (docs/reference.md#the-tool-pipeline,
+    docs/reference.md#approval-of-tool-calls)."""
+
+    result: Expected
+    executes: bool = False  # the tool's execute is called
+    args: Any = None  # what the tool receives
+    checked: Any = None  # what requires_approval receives (None: it is not asked)
+    approval: Approval | None = None
+
+
+def denied(name: str, reason: str | None) -> Expected:
+    return Expected(f'Tool call "{name}" was denied: {reason or "no reason given"}', True)
+
+
+def decision_of(
+    cid: str, call: CallPlan, args: Any, approver: bool, timeout: float | None
+) -> tuple[bool | None, str | None, str, Any, bool]:
+    """(approved, reason, decided_by, changed arguments, reason is a prefix) of what the
+    approver answers, as the approval_decided event tells it."""
+    if not approver:
+        return False, NO_APPROVER, "no approver", None, False
+    d = call.decision
+    if d == "approve":
+        return True, None, "tester", None, False
+    if d == "approve_bool":
+        return True, None, "user", None, False
+    if d == "approve_dict":
+        return True, f"{cid} ok", "user", None, False
+    if d == "args":
+        return True, f"{cid} changed", "tester", changed_args(args), False
+    if d == "bad_args":
+        return True, None, "tester", {"x": "changed"}, False
+    if d == "deny":
+        return False, f"{cid} denied", "tester", None, False
+    if d == "deny_bool":
+        return False, None, "user", None, False
+    if d == "raise":
+        return False, f"decide_approval raised: {cid} decide boom", "error", None, False
+    if d == "junk":
+        reason = (
+            "decide_approval returned int 42; expected an ApprovalDecision, a dict with its "
+            "fields, a bool"
+        )
+        return False, reason, "error", None, False
+    if d == "bad_dict":
+        return False, "decide_approval returned an invalid decision: ", "error", None, True
+    if d == "none":
+        reason = (
+            "decide_approval returned None (no decision), which only a journaled run can wait "
+            "for (store=...)"
+        )
+        return False, reason, "error", None, False
+    if d == "timeout":
+        assert timeout is not None
+        return False, f"no decision within {timeout:g} s", "timeout", None, False
+    assert d == "abort", d
+    return None, None, "abort", None, False
+
+
+def changed_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments an approver who changes them ("args") gives."""
+    return {**args, "x": args["x"] + 100}
+
+
+def expected_course(
+    response: int,
+    index: int,
+    call: CallPlan,
+    stop: str,
+    *,
+    approver: bool = True,
+    timeout: float | None = None,
+) -> Course:
+    """docs/reference.md#the-tool-pipeline (and docs/reference.md#approval-of-tool-calls) for
+    one call that runs to its end (no abort, no failure)."""
     cid = call_id(response, index)
     if stop == "length":
-        return Expected(TRUNCATED.format(name=call.tool), True)
+        return Course(Expected(TRUNCATED.format(name=call.tool), True))
     if call.tool == MISSING_TOOL:
-        return Expected(f"Tool {MISSING_TOOL} not found", True)
+        return Course(Expected(f"Tool {MISSING_TOOL} not found", True))
     if not call.valid:
-        return Expected(f'Validation failed for tool "{call.tool}":\n  - x: ', True, prefix=True)
+        return Course(invalid(call.tool))
     before = call.before
     if before == "block":
-        return Expected(f"{cid} blocked", True)
+        return Course(Expected(f"{cid} blocked", True))
     if before == "block_empty":
-        return Expected("Tool execution was blocked", True)
+        return Course(Expected("Tool execution was blocked", True))
     if before == "raise":
-        return Expected(f"{cid} before boom", True)
+        return Course(Expected(f"{cid} before boom", True))
     if before == "abort":
-        return Expected(ABORTED, True)
-    x = call.x + (1000 if before == "mutate" else 0)
+        return Course(Expected(ABORTED, True))
+    args = arguments(call)
+    if before == "mutate":
+        args = {**args, "x": args["x"] + 1000}
+    # approval: asked by the hook (the tool's callable is then not asked), or the tool's own
+    asked = before in ("ask", "ask_dict")
+    needs = asked or call.tool == ASK_TOOL
+    checked = None
+    if call.tool == CHECK_TOOL and not asked:
+        checked = args
+        if call.check == "raise":
+            text = f'requires_approval of tool "{CHECK_TOOL}" raised: {CHECK_BOOM}'
+            return Course(Expected(text, True), checked=checked)
+        if call.check == "junk":
+            text = f"requires_approval of tool \"{CHECK_TOOL}\" returned str 'maybe'; "
+            text += "expected a bool"
+            return Course(Expected(text, True), checked=checked)
+        needs = call.check == "yes"
+    approval = None
+    if needs:
+        if before == "ask":
+            reason = f"{cid} asks"
+        elif before == "ask_dict":
+            reason = f'before_tool_call asked for approval of tool "{call.tool}"'
+        else:
+            reason = f'Tool "{call.tool}" requires approval'
+        approved, why, by, changed, prefix = decision_of(cid, call, args, approver, timeout)
+        approval = Approval(args, reason, approved, why, by, changed, prefix)
+        if approved is None:  # the signal fires while it waits
+            return Course(Expected(ABORTED, True), checked=checked, approval=approval)
+        if not approved:
+            result = denied(call.tool, why)
+            if prefix:
+                result = Expected(result.text, True, prefix=True)
+            return Course(result, checked=checked, approval=approval)
+        if changed is not None:
+            args = changed
+            if not isinstance(args.get("x"), int):
+                return Course(invalid(call.tool), checked=checked, approval=approval)
+    course = Course(Expected(ABORTED, True), True, args, checked, approval)
+    x = args["x"]
     outcome = call.plan.outcome
     if outcome in ("return", "dict_return"):
         result = Expected(f"{cid} x={x}", call.plan.is_error, call.plan.terminate)
@@ -418,7 +650,7 @@ def expected_result(response: int, index: int, call: CallPlan, stop: str) -> Exp
     elif outcome == "bad_return":
         result = Expected(f"Tool {call.tool} returned str; expected an AgentToolResult", True)
     else:  # abort
-        return Expected(ABORTED, True)
+        return course
     after = call.after
     if after == "override":
         result = Expected(f"{cid} overridden", result.is_error, result.terminate)
@@ -428,17 +660,37 @@ def expected_result(response: int, index: int, call: CallPlan, stop: str) -> Exp
         result = Expected(f"{cid} after boom", True)
     elif after == "terminate":
         result = Expected(result.text, result.is_error, True)
-    return result
+    return replace(course, result=result)
 
 
-def expected_result_with(sc: Scenario, response: int, index: int) -> Expected:
+def invalid(tool: str) -> Expected:
+    return Expected(f'Validation failed for tool "{tool}":\n  - x: ', True, prefix=True)
+
+
+def expected_result(response: int, index: int, call: CallPlan, stop: str) -> Expected:
+    """The result of one call that runs to its end (see :func:`expected_course`)."""
+    return expected_course(response, index, call, stop).result
+
+
+def course_with(sc: Scenario, response: int, index: int) -> Course:
     plan = sc.responses[response]
     call = plan.calls[index]
     if not sc.with_before:
-        call = CallPlan(call.tool, call.valid, call.x, call.plan, "pass", call.after)
+        call = replace(call, before="pass")
     if not sc.with_after:
-        call = CallPlan(call.tool, call.valid, call.x, call.plan, call.before, "pass")
-    return expected_result(response, index, call, plan.stop_reason)
+        call = replace(call, after="pass")
+    return expected_course(
+        response,
+        index,
+        call,
+        plan.stop_reason,
+        approver=sc.approver,
+        timeout=approval_timeout_s(sc),
+    )
+
+
+def expected_result_with(sc: Scenario, response: int, index: int) -> Expected:
+    return course_with(sc, response, index).result
 
 
 def batch_is_sequential(sc: Scenario, plan: ResponsePlan) -> bool:
@@ -453,9 +705,7 @@ def gated_order(sc: Scenario, response: int) -> list[str]:
     runnable = {
         i
         for i, c in enumerate(plan.calls)
-        if c.tool == ASYNC_TOOL
-        and c.valid
-        and (not sc.with_before or c.before in ("pass", "dict_pass", "mutate"))
+        if c.tool == ASYNC_TOOL and course_with(sc, response, i).executes
     }
     order = list(plan.order) or list(range(len(plan.calls)))
     return [call_id(response, i) for i in order if i in runnable]
@@ -642,6 +892,8 @@ class Harness:
         self.model_calls: list[ModelCall] = []
         self.late: dict[str, Callable[[AgentToolResult], None]] = {}
         self.received_args: dict[str, Any] = {}
+        self.checked: list[Any] = []  # the arguments requires_approval received, in order
+        self.requests: list[ApprovalRequest] = []  # what decide_approval was asked
         self.conductor = Conductor(sc)
         self.prompts = prompts_for(sc)
         self.history = history_messages(sc.history)
@@ -654,6 +906,20 @@ class Harness:
                 SCHEMA,
                 self._execute_async,
                 execution_mode="sequential",
+            ),
+            AgentTool(
+                ASK_TOOL,
+                "calc, approved first",
+                SCHEMA,
+                self._execute_async,
+                requires_approval=True,
+            ),
+            AgentTool(
+                CHECK_TOOL,
+                "calc, approved first when its check says so",
+                SCHEMA,
+                self._execute_sync,
+                requires_approval=self._hook(self.requires_approval),
             ),
         ]
         self.context = AgentContext(SYSTEM, list(self.history), list(self.tools))
@@ -708,6 +974,18 @@ class Harness:
             self.created.append(event.message)
         if event.type in ("tool_execution_end", "turn_end"):
             self._late_updates()
+
+    def undecided(self, response: int) -> list[str]:
+        """The calls of model response ``response`` asked for approval and not decided yet
+        (by the events emitted so far)."""
+        prefix = f"r{response}c"
+        asked = [
+            e.tool_call_id
+            for e in self.events
+            if e.type == "approval_requested" and e.tool_call_id.startswith(prefix)
+        ]
+        decided = {e.tool_call_id for e in self.events if e.type == "approval_decided"}
+        return [cid for cid in asked if cid not in decided]
 
     def _late_updates(self) -> None:
         for cid, on_update in list(self.late.items()):
@@ -821,6 +1099,76 @@ class Harness:
             raise RuntimeError(f"{cid} before boom")
         if behaviour == "abort":
             self.controller.abort("before hook")
+        if behaviour == "ask":
+            return BeforeToolCallResult(require_approval=True, reason=f"{cid} asks")
+        if behaviour == "ask_dict":
+            return {"require_approval": True}
+        return None
+
+    # --- approval -------------------------------------------------------------------------
+
+    def requires_approval(self, args: Any) -> Any:
+        """CHECK_TOOL's callable: it says what the call's "check" argument says."""
+        self.entering("requires_approval")
+        self.checked.append(copy.deepcopy(args))
+        check = args.get("check") if isinstance(args, dict) else None
+        if check == "raise":
+            raise RuntimeError(CHECK_BOOM)
+        if check == "junk":
+            return "maybe"
+        return check == "yes"
+
+    def decide_approval(self, request: Any, signal: Any) -> Any:
+        """The approver: each call's plan says how it answers (see ``CallPlan.decision``). An
+        answer that never comes is an awaitable that waits for ever (the driver's timeout or
+        the abort ends the wait)."""
+        self.entering("decide_approval")
+        if signal is not self.signal:
+            self.problems.append(f"decide_approval({request.tool_call_id}) got another signal")
+        self.requests.append(request)
+        cid = request.tool_call_id
+        r, i = parse_call_id(cid)
+        decision = self.sc.responses[r].calls[i].decision
+        if decision in ("timeout", "abort"):
+            if decision == "abort":
+                self.controller.abort("approval")
+            return anyio.sleep_forever()
+        value = self._decision(cid, decision, request.args)
+        if not self.sc.async_hooks:
+            return value
+
+        async def later() -> Any:
+            if approval_timeout_s(self.sc) is None:
+                # (no checkpoint under a timeout: a decision that was made must not time out)
+                await anyio.lowlevel.checkpoint()
+            return value
+
+        return later()
+
+    def _decision(self, cid: str, decision: str, args: Any) -> Any:
+        if decision == "approve":
+            return ApprovalDecision(approved=True, decided_by="tester")
+        if decision == "approve_bool":
+            return True
+        if decision == "approve_dict":
+            return {"approved": True, "reason": f"{cid} ok"}
+        if decision == "args":
+            return ApprovalDecision(
+                approved=True, reason=f"{cid} changed", decided_by="tester", args=changed_args(args)
+            )
+        if decision == "bad_args":
+            return ApprovalDecision(approved=True, decided_by="tester", args={"x": "changed"})
+        if decision == "deny":
+            return ApprovalDecision(approved=False, reason=f"{cid} denied", decided_by="tester")
+        if decision == "deny_bool":
+            return False
+        if decision == "raise":
+            raise RuntimeError(f"{cid} decide boom")
+        if decision == "junk":
+            return 42
+        if decision == "bad_dict":
+            return {"approved": "perhaps"}
+        assert decision == "none", decision
         return None
 
     def after_tool_call(self, ctx: Any, signal: Any) -> Any:
@@ -848,6 +1196,10 @@ class Harness:
         r, i = parse_call_id(cid)
         plan = self.sc.responses[r].calls[i].plan
         self.received_args[cid] = dict(args)
+        if self.sc.entry != "stream":  # (the consumer of agent_loop lags behind the run)
+            waiting = self.undecided(r)
+            if waiting:
+                self.problems.append(f"{cid} ran while {waiting} waited for approval")
         for u in range(plan.updates):
             on_update(AgentToolResult(content=[TextContent(text=f"{cid} update {u}")]))
         if plan.late_update:
@@ -952,6 +1304,8 @@ class Harness:
             convert_to_llm=hook(self.convert) if sc.custom_convert else None,
             get_api_key=hook(self.get_api_key) if sc.api_key_hook else None,
             before_tool_call=hook(self.before_tool_call) if sc.with_before else None,
+            decide_approval=self.decide_approval if sc.approver else None,
+            approval_timeout_s=approval_timeout_s(sc),
             after_tool_call=hook(self.after_tool_call) if sc.with_after else None,
             prepare_next_turn=hook(self.prepare_next_turn) if sc.prepare is not None else None,
             should_stop_after_turn=(
@@ -1064,9 +1418,9 @@ def verify(sc: Scenario, h: Harness, messages: list[Any]) -> Verdict:
     # what the tools received: validated (and maybe mutated) arguments
     for cid, args in h.received_args.items():
         r, i = parse_call_id(cid)
-        call = sc.responses[r].calls[i]
-        bump = 1000 if sc.with_before and call.before == "mutate" else 0
-        assert args == {"x": call.x + bump}, f"{cid} received {args}"
+        want_args = course_with(sc, r, i).args
+        assert args == want_args, f"{cid} received {args}, expected {want_args}"
+    verify_approvals(sc, h, messages, disturbed)
     # the end reason follows an abort or a failure that the machine saw
     # (docs/reference.md#how-a-run-ends)
     if h.abort_mark is not None and len(h.transitions) > h.abort_mark:
@@ -1089,6 +1443,81 @@ def verify(sc: Scenario, h: Harness, messages: list[Any]) -> Verdict:
         made = [(c.model, c.reasoning, c.api_key) for c in h.model_calls]
         assert made == want.model_calls, (made, want.model_calls)
     return Verdict(disturbed, summary.reason)
+
+
+def verify_approvals(sc: Scenario, h: Harness, messages: list[Any], disturbed: bool) -> None:
+    """docs/reference.md#approval-of-tool-calls: the calls that need approval, and only those,
+    are asked for it (once, with the validated arguments and the reason), get the decision the
+    approver made (or the abort's), and requires_approval and decide_approval are asked what
+    they should be."""
+    requested: dict[str, Any] = {}
+    decided: dict[str, Any] = {}
+    for event in h.events:
+        if event.type == "approval_requested":
+            assert event.tool_call_id not in requested, f"{event.tool_call_id} asked twice"
+            requested[event.tool_call_id] = event
+        elif event.type == "approval_decided":
+            assert event.tool_call_id not in decided, f"{event.tool_call_id} decided twice"
+            decided[event.tool_call_id] = event
+    for cid, event in requested.items():
+        r, i = parse_call_id(cid)
+        approval = course_with(sc, r, i).approval
+        assert approval is not None, f"{cid} was asked for approval: it needs none"
+        assert event.tool_name == sc.responses[r].calls[i].tool
+        assert (event.args, event.reason) == (approval.args, approval.reason), (
+            f"{cid}: request {event.args!r} {event.reason!r}, expected {approval}"
+        )
+        if cid not in decided:
+            continue  # (the run ended on a failure of the emit of that request)
+        got = decided[cid]
+        aborted = (got.approved, got.reason, got.decided_by, got.args) == (
+            False,
+            ABORTED,
+            "abort",
+            None,
+        )
+        assert approval.decided(got) or (disturbed and aborted), (
+            f"{cid}: decided {got}, expected {approval}"
+        )
+    assert set(decided) <= set(requested)
+    # what the approver and the tool's check were asked
+    asked = [r.tool_call_id for r in h.requests]
+    assert len(asked) == len(set(asked)), f"decide_approval asked twice: {asked}"
+    for request in h.requests:
+        r, i = parse_call_id(request.tool_call_id)
+        approval = course_with(sc, r, i).approval
+        assert approval is not None and request.tool_call_id in requested
+        assert (request.tool_name, request.args, request.reason) == (
+            sc.responses[r].calls[i].tool,
+            approval.args,
+            approval.reason,
+        ), request
+    if not sc.approver:
+        assert not h.requests
+    checks = [
+        course_with(sc, r, i).checked
+        for r in range(len(sc.responses))
+        for i in range(len(sc.responses[r].calls))
+    ]
+    for args in h.checked:
+        assert args in checks, f"requires_approval got {args!r}"
+    if disturbed:
+        return
+    # an undisturbed run asks every call that needs it (in the batches that were answered)
+    answered = {m.tool_call_id for m in messages if getattr(m, "role", None) == "toolResult"}
+    want = set()
+    want_checked = []
+    for cid in sorted(answered):
+        course = course_with(sc, *parse_call_id(cid))
+        if course.approval is not None:
+            want.add(cid)
+        if course.checked is not None:
+            want_checked.append(course.checked)
+    assert set(requested) == want, (sorted(requested), sorted(want))
+    assert set(decided) == want, (sorted(decided), sorted(want))
+    assert sorted(map(repr, h.checked)) == sorted(map(repr, want_checked)), h.checked
+    if sc.approver:
+        assert set(asked) == want, (sorted(asked), sorted(want))
 
 
 def _diff(got: list[Any], want: list[Any]) -> str:

@@ -11,11 +11,17 @@ perform, nothing pending, not finished) or takes too many steps is reported as a
 The machine never reads the signal: like ``driver.py``, this driver watches it, feeds ``abort``
 instead of performing anything once it fired, passes ``aborted=True`` with a poll's messages or
 a tool's result that came back after it fired, and drops a hook's answer that did.
+
+Approval: ``CheckApproval`` is performed like a hook (the tool's ``requires_approval``);
+``AwaitApproval`` like a task that asks ``decide_approval`` at once and posts the decision (or,
+for none, the driver's denial) to the inbox. An answer that never comes (the harness returns an
+awaitable that waits for ever) is the timeout's denial, or nothing when the signal fired.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -31,9 +37,14 @@ from prop_scenarios import (
 )
 
 from agentcore_fsm import (
+    ApprovalChecked,
+    ApprovalDecided,
+    ApprovalDecision,
     AssistantMessage,
+    AwaitApproval,
     CallHook,
     CallModel,
+    CheckApproval,
     Declaration,
     ExecuteTool,
     LlmContext,
@@ -62,6 +73,8 @@ from agentcore_fsm import (
     ToolCallStart,
     default_convert_to_llm,
 )
+from agentcore_fsm.approval import NO_APPROVER_TEXT, TIMEOUT_TEXT
+from agentcore_fsm.boundary import describe_value, exc_text
 
 MAX_STEPS = 3000
 
@@ -187,6 +200,8 @@ class SyncDriver:
             return m.tool_finished(
                 item[1], result=item[2], error=item[3], aborted=self.h.signal.aborted
             )
+        if kind == "decided":
+            return m.feed(item[1])
         if kind == "hook":
             return m.hook_returned(item[2], item[1])
         return m.hook_failed(item[2], item[1])
@@ -203,6 +218,9 @@ class SyncDriver:
             if isinstance(effect, ExecuteTool):
                 if not self.h.signal.aborted:  # the others were cancelled by the abort
                     batch.append(self.execute(effect))
+            elif isinstance(effect, AwaitApproval):
+                if not self.h.signal.aborted:  # nothing starts once the signal fired
+                    self.await_approval(effect)
             elif isinstance(effect, CallHook) and effect.name == "after_tool_call":
                 try:
                     value = self.config.after_tool_call(effect.ctx, self.h.signal)  # type: ignore[misc]
@@ -234,6 +252,16 @@ class SyncDriver:
             except Exception as exc:
                 return m.arguments_prepared(main.index, error=exc)
             return m.arguments_prepared(main.index, value)
+        if isinstance(main, CheckApproval):
+            try:
+                needed = main.tool.requires_approval(main.args)  # type: ignore[operator]
+            except Exception as exc:
+                return (
+                    Step()
+                    if self.h.signal.aborted
+                    else m.feed(ApprovalChecked(main.index, error=exc))
+                )
+            return Step() if self.h.signal.aborted else m.feed(ApprovalChecked(main.index, needed))
         config = self.config
         aborted = self.h.signal
         try:
@@ -261,6 +289,36 @@ class SyncDriver:
             return Step() if aborted.aborted else m.hook_returned(value, main.index)
         except Exception as exc:
             return Step() if self.cancelled() else m.fail(exc, aborted=aborted.aborted)
+
+    def await_approval(self, effect: AwaitApproval) -> None:
+        """What the driver's approval task does (``decide_approval``, or a denial), at once."""
+        index, request = effect.index, effect.request
+        decide = self.config.decide_approval
+        if decide is None:
+            self.post(ApprovalDecided(index, False, NO_APPROVER_TEXT, "no approver"))
+            return
+        try:
+            value = decide(request, self.h.signal)
+        except Exception as exc:
+            self.post(
+                ApprovalDecided(index, False, f"decide_approval raised: {exc_text(exc)}", "error")
+            )
+            return
+        if inspect.isawaitable(value):  # an answer that never comes
+            value.close()  # type: ignore[attr-defined]
+            if self.h.signal.aborted:
+                return  # the abort cancels the wait
+            timeout = self.config.approval_timeout_s
+            if timeout is None:
+                self.h.problems.append(f"the approval of call #{index} would wait for ever")
+                return
+            reason = TIMEOUT_TEXT.format(seconds=timeout)
+            self.post(ApprovalDecided(index, False, reason, "timeout"))
+            return
+        self.post(decision_input(index, value))
+
+    def post(self, decision: ApprovalDecided) -> None:
+        self.inbox.append(("decided", decision))
 
     def cancelled(self) -> bool:
         """Whether the async driver would have cancelled the callback that just ran."""
@@ -377,6 +435,33 @@ class SyncDriver:
                 if self.failure is not None or h.signal.aborted:
                     return Step()
         return m.stream_exhausted()
+
+
+def decision_input(index: int, value: Any) -> ApprovalDecided:
+    """What ``decide_approval`` returned, as the machine's input
+    (docs/reference.md#approval-of-tool-calls: a decision, a dict of its fields, a bool; anything
+    else is a denial saying what was wrong)."""
+    if isinstance(value, bool):
+        return ApprovalDecided(index, value)
+    if isinstance(value, dict):
+        try:
+            value = ApprovalDecision.model_validate(value)
+        except Exception as exc:
+            reason = f"decide_approval returned an invalid decision: {exc_text(exc)}"
+            return ApprovalDecided(index, False, reason, "error")
+    if isinstance(value, ApprovalDecision):
+        return ApprovalDecided(index, value.approved, value.reason, value.decided_by, value.args)
+    if value is None:
+        reason = (
+            "decide_approval returned None (no decision), which only a journaled run can wait "
+            "for (store=...)"
+        )
+    else:
+        reason = (
+            f"decide_approval returned {describe_value(value)}; expected an ApprovalDecision, "
+            f"a dict with its fields, a bool"
+        )
+    return ApprovalDecided(index, False, reason, "error")
 
 
 def run_sync(

@@ -12,7 +12,15 @@ from typing import Any
 import anyio
 import pytest
 from prop_bank import BANK
-from prop_scenarios import Scenario, run_scenario, verify
+from prop_scenarios import (
+    ASK_TOOL,
+    CallPlan,
+    Fault,
+    ResponsePlan,
+    Scenario,
+    run_scenario,
+    verify,
+)
 from prop_sync_driver import run_sync
 
 from agentcore_fsm import (
@@ -102,3 +110,24 @@ def test_no_after_tool_call_hook_starts_once_the_signal_fired() -> None:
     check_run(events, messages)
     assert events[-1].reason == "aborted"
     assert all(not aborted for _, aborted in started), f"hook started after the abort: {started}"
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["trio", "asyncio"],
+)
+def test_no_approver_is_asked_once_the_run_failed(backend: str) -> None:
+    """docs/reference.md#failures: once a failure was raised nothing starts, not even a
+    decide_approval whose task was spawned, but had not run, when the failure came: call 0
+    waits for approval while call 1's before_tool_call blocks it, and emitting call 1's
+    tool_execution_end raises."""
+    sc = Scenario(
+        responses=(
+            ResponsePlan(calls=(CallPlan(tool=ASK_TOOL), CallPlan(before="block"))),
+            ResponsePlan(text="done"),
+        ),
+        with_before=True,
+        faults=(Fault("emit:tool_execution_end", 0),),
+    )
+    verdict = run_scenario(sc, backend)
+    assert verdict.reason == "error"

@@ -7,6 +7,13 @@ the declaration says the current state does not accept), which must raise ``Mach
 naming the state and what it accepts, and change nothing. After every step: the event grammar so
 far holds (``GrammarChecker``), the state and the pending effects agree with the declaration, the
 machine is never stuck, and a finished run closes the grammar with ``agent_end``.
+
+Approval of tool calls: tools that need approval (always, or as their ``requires_approval``
+callable says) and a before hook that asks for it; the rules ``check_approval`` and ``decide``
+feed ``ApprovalChecked`` / ``ApprovalDecided`` only where they are accepted (approve, with changed
+arguments valid or not, deny), ``bad_approval_input`` feeds them wrong ones (junk fields, a call
+that does not wait), which must raise ``MachineInputError`` and change nothing; after every step
+``pending_approvals`` is the requests of the calls that wait, and no call runs meanwhile.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from agentcore_fsm import (
     AgentLoopTurnUpdate,
     AgentTool,
     AgentToolResult,
+    ApprovalChecked,
+    ApprovalDecided,
     AssistantMessage,
     BeforeToolCallResult,
     CallHook,
@@ -58,7 +67,9 @@ from agentcore_fsm import (
 )
 from agentcore_fsm.testing import GrammarChecker, sequential_tool_names
 
-AFTER_SIGNAL = frozenset({"PollSteering", "PollFollowUp", "ExecuteTool", "after_tool_call"})
+AFTER_SIGNAL = frozenset(
+    {"PollSteering", "PollFollowUp", "ExecuteTool", "after_tool_call", "AwaitApproval"}
+)
 DECL = load_declaration("agent_loop")
 MODEL = Model(id="m", provider="p")
 SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
@@ -72,21 +83,32 @@ TOOLS = [
     AgentTool("calc", "calc", SCHEMA, _never),
     AgentTool("calc_seq", "calc", SCHEMA, _never, execution_mode="sequential"),
     AgentTool("calc_prep", "calc", SCHEMA, _never, prepare_arguments=_never),
+    AgentTool("calc_ask", "calc", SCHEMA, _never, requires_approval=True),
+    AgentTool("calc_check", "calc", SCHEMA, _never, requires_approval=_never),
+    AgentTool(
+        "calc_prep_ask", "calc", SCHEMA, _never, prepare_arguments=_never, requires_approval=True
+    ),
 ]
 
-# what each effect may only be pending in
+# what each effect may only be pending in (a call waits for its decision from the moment it
+# asks; in a parallel batch the later calls are prepared meanwhile)
 EFFECT_STATES = {
-    "PollSteering": "awaiting_steering",
-    "PollFollowUp": "awaiting_follow_up",
-    "CallModel": "streaming",
-    "before_tool_call": "preparing_tools",
-    "PrepareArguments": "preparing_tools",
-    "after_tool_call": "executing",
-    "ExecuteTool": "executing",
-    "prepare_next_turn": "preparing_next_turn",
-    "should_stop_after_turn": "deciding_stop",
-    "Proceed": "closing_turn",
+    "PollSteering": {"awaiting_steering"},
+    "PollFollowUp": {"awaiting_follow_up"},
+    "CallModel": {"streaming"},
+    "before_tool_call": {"preparing_tools"},
+    "PrepareArguments": {"preparing_tools"},
+    "CheckApproval": {"preparing_tools"},
+    "AwaitApproval": {"preparing_tools", "awaiting_approval"},
+    "after_tool_call": {"executing"},
+    "ExecuteTool": {"executing"},
+    "prepare_next_turn": {"preparing_next_turn"},
+    "should_stop_after_turn": {"deciding_stop"},
+    "Proceed": {"closing_turn"},
 }
+CONCURRENT = frozenset({"ExecuteTool", "after_tool_call", "AwaitApproval"})
+# answered by their own rules (check_approval, decide), not by serve
+APPROVAL_EFFECTS = frozenset({"CheckApproval", "AwaitApproval"})
 
 
 # the input that answers each effect
@@ -98,6 +120,8 @@ ANSWERED_BY = {
     "PrepareArguments": "arguments_prepared",
     "after_tool_call": "hook_returned",
     "ExecuteTool": "tool_finished",
+    "CheckApproval": "approval_checked",
+    "AwaitApproval": "approval_decided",
     "prepare_next_turn": "next_turn_prepared",
     "should_stop_after_turn": "stop_decided",
     "Proceed": "proceeded",
@@ -121,6 +145,8 @@ INVALID_CALLS: dict[str, Any] = {
     "next_turn_prepared": lambda m: m.feed(HookReturned("prepare_next_turn", None)),
     "stop_decided": lambda m: m.feed(HookReturned("should_stop_after_turn", False)),
     "arguments_prepared": lambda m: m.arguments_prepared(0, {"x": 1}),
+    "approval_checked": lambda m: m.feed(ApprovalChecked(0, True)),
+    "approval_decided": lambda m: m.feed(ApprovalDecided(0, True)),
     "tool_update": lambda m: m.tool_update(0, AgentToolResult()),
     "tool_finished": lambda m: m.tool_finished(0, result=AgentToolResult()),
     "proceeded": lambda m: m.proceed(),
@@ -248,11 +274,14 @@ class LoopWalk(RuleBasedStateMachine):
         elif kind == "CallModel":
             self.stream(data, effect)
         elif kind == "before_tool_call":
-            outcome = data.draw(st.sampled_from(["pass", "pass", "block", "raise"]))
+            outcome = data.draw(st.sampled_from(["pass", "pass", "block", "raise", "ask"]))
             if outcome == "raise":
                 step = m.hook_failed(RuntimeError("before failed"), effect.index)
             else:
-                value = BeforeToolCallResult(block=True) if outcome == "block" else None
+                value = {
+                    "block": BeforeToolCallResult(block=True),
+                    "ask": BeforeToolCallResult(require_approval=True, reason="hook asks"),
+                }.get(outcome)
                 step = m.hook_returned(value, effect.index)
             self.take(step, effect)
         elif kind == "PrepareArguments":
@@ -294,9 +323,152 @@ class LoopWalk(RuleBasedStateMachine):
             return [
                 e
                 for e in self.pending
-                if id(e) in self.at_signal and effect_kind(e) in AFTER_SIGNAL
+                if id(e) in self.at_signal
+                and effect_kind(e) in AFTER_SIGNAL
+                and effect_kind(e) not in APPROVAL_EFFECTS
             ]
-        return list(self.pending)
+        return [e for e in self.pending if effect_kind(e) not in APPROVAL_EFFECTS]
+
+    # --- approval: fed only where accepted ---------------------------------------------------
+
+    def call_of(self, index: int) -> Any:
+        return self.machine.tool_calls[index]
+
+    @precondition(
+        lambda self: (
+            # (the driver drops what requires_approval answers once the signal fired)
+            not self.signalled()
+            and self.has("CheckApproval")
+            and "approval_checked" in self.machine.accepted_inputs()
+        )
+    )
+    @rule(data=st.data())
+    def check_approval(self, data: st.DataObject) -> None:
+        """The tool's requires_approval returned (a bool, or junk) or raised."""
+        effect = data.draw(st.sampled_from(self.pending_of("CheckApproval")), label="check")
+        m = self.machine
+        c = self.call_of(effect.index)
+        assert c.state == "approving" and effect.tool is c.tool and effect.args == c.args
+        outcome = data.draw(st.sampled_from(["yes", "yes", "no", "raise", "junk"]))
+        if outcome == "raise":
+            step = m.feed(ApprovalChecked(effect.index, error=RuntimeError("check failed")))
+        else:
+            needed = {"yes": True, "no": False, "junk": 1}[outcome]
+            step = m.feed(ApprovalChecked(effect.index, needed))
+        self.take(step, effect)
+        first = step.events[0] if step.events else None
+        cid = c.call.id
+        if outcome == "yes":
+            assert c.state == "awaiting_approval" and first is not None
+            assert (first.type, first.tool_call_id, first.args) == (
+                "approval_requested",
+                cid,
+                c.args,
+            )
+            assert first.reason == f'Tool "{c.call.name}" requires approval'
+        elif outcome == "no":
+            assert c.state in ("ready", "running"), c.state
+        else:
+            assert c.state in ("ended", "answered") and first is not None
+            assert (first.type, first.tool_call_id, first.is_error) == (
+                "tool_execution_end",
+                cid,
+                True,
+            )
+            text = first.result.content[0].text
+            what = "raised: check failed" if outcome == "raise" else "returned int 1"
+            assert text.startswith(f'requires_approval of tool "{c.call.name}" {what}'), text
+
+    @precondition(
+        lambda self: (
+            self.has("AwaitApproval") and "approval_decided" in self.machine.accepted_inputs()
+        )
+    )
+    @rule(data=st.data())
+    def decide(self, data: st.DataObject) -> None:
+        """A decision about a call that waits: approve (maybe with changed arguments, valid or
+        not) or deny."""
+        effect = data.draw(st.sampled_from(self.pending_of("AwaitApproval")), label="waiting")
+        m = self.machine
+        c = self.call_of(effect.index)
+        request = effect.request
+        assert c.state == "awaiting_approval" and request in m.pending_approvals
+        assert (request.tool_call_id, request.args) == (c.call.id, c.args)
+        kind = data.draw(st.sampled_from(["approve", "approve", "args", "bad_args", "deny"]))
+        args = {"args": {"x": 41}, "bad_args": {"x": "?"}}.get(kind)
+        reason = "no" if kind == "deny" else None
+        step = m.feed(ApprovalDecided(effect.index, kind != "deny", reason, "walker", args))
+        self.take(step, effect)
+        decided = step.events[0]
+        assert decided.type == "approval_decided" and decided.tool_call_id == c.call.id
+        assert (decided.approved, decided.reason, decided.decided_by, decided.args) == (
+            kind != "deny",
+            reason,
+            "walker",
+            args,
+        )
+        assert request not in m.pending_approvals
+        if kind in ("deny", "bad_args"):
+            end = step.events[1]
+            assert end.type == "tool_execution_end" and end.is_error
+            text = end.result.content[0].text
+            if kind == "deny":
+                assert text == f'Tool call "{c.call.name}" was denied: no'
+            else:
+                assert text.startswith(f'Validation failed for tool "{c.call.name}"'), text
+        else:
+            assert c.args == (args or request.args)
+
+    @precondition(
+        lambda self: (
+            self.m is not None
+            and not self.m.finished
+            and any(n in self.m.accepted_inputs() for n in ("approval_checked", "approval_decided"))
+        )
+    )
+    @rule(data=st.data())
+    def bad_approval_input(self, data: st.DataObject) -> None:
+        """Approval inputs with wrong data: a call that does not wait for it, an index that
+        names no call, junk fields. Each raises MachineInputError and changes nothing."""
+        m = self.machine
+        calls = m.tool_calls
+        waiting = [c.index for c in calls if c.state == "awaiting_approval"]
+        approving = [c.index for c in calls if c.state == "approving"]
+        others = [c.index for c in calls if c.state not in ("awaiting_approval", "approving")]
+        choices: list[Any] = [
+            ApprovalDecided(len(calls), True),
+            ApprovalDecided(True, True),  # type: ignore[arg-type]
+            ApprovalChecked(-1, True),
+        ]
+        for i in others:
+            choices += [ApprovalDecided(i, True), ApprovalChecked(i, True)]
+        for i in waiting:
+            choices += [
+                ApprovalDecided(i, "yes"),  # type: ignore[arg-type]
+                ApprovalDecided(i, True, reason=3),  # type: ignore[arg-type]
+                ApprovalDecided(i, False, decided_by=None),  # type: ignore[arg-type]
+                ApprovalDecided(i, True, args=[1]),
+                ApprovalChecked(i, True),
+            ]
+        for i in approving:
+            choices += [
+                ApprovalChecked(i, error="not an exception"),  # type: ignore[arg-type]
+                ApprovalDecided(i, True),
+            ]
+        bad = data.draw(st.sampled_from(choices), label="bad input")
+        state, history, pending = m.state, list(m.history), list(self.pending)
+        call_states = [(c.state, list(c.history)) for c in calls]
+        requests = list(m.pending_approvals)
+        try:
+            m.feed(bad)
+        except MachineInputError as exc:
+            name = "approval_decided" if isinstance(bad, ApprovalDecided) else "approval_checked"
+            assert exc.input_name == name and exc.state == state, exc
+        else:
+            raise AssertionError(f"{bad!r} was accepted in state {state!r}")
+        assert m.state == state and m.history == history and self.pending == pending
+        assert [(c.state, list(c.history)) for c in m.tool_calls] == call_states
+        assert m.pending_approvals == requests
 
     def run_tool(self, data: st.DataObject, effect: ExecuteTool) -> None:
         m = self.machine
@@ -338,7 +510,20 @@ class LoopWalk(RuleBasedStateMachine):
             if data.draw(st.booleans(), label="tool call"):
                 self.calls += 1
                 name = data.draw(
-                    st.sampled_from(["calc", "calc", "calc_seq", "calc_prep", "missing"])
+                    st.sampled_from(
+                        [
+                            "calc",
+                            "calc",
+                            "calc_seq",
+                            "calc_prep",
+                            "missing",
+                            "calc_ask",
+                            "calc_ask",
+                            "calc_check",
+                            "calc_check",
+                            "calc_prep_ask",
+                        ]
+                    )
                 )
                 valid = data.draw(st.sampled_from([True, True, False]))
                 call = ToolCall(
@@ -465,11 +650,18 @@ class LoopWalk(RuleBasedStateMachine):
         assert m.accepted_inputs() == DECL.accepted_inputs(m.state)
         for effect in self.pending:
             kind = effect_kind(effect)
-            assert EFFECT_STATES[kind] == m.state, f"{kind} pending in {m.state}"
-        mains = [
-            e for e in self.pending if effect_kind(e) not in ("ExecuteTool", "after_tool_call")
-        ]
+            assert m.state in EFFECT_STATES[kind], f"{kind} pending in {m.state}"
+        mains = [e for e in self.pending if effect_kind(e) not in CONCURRENT]
         assert len(mains) <= 1, mains
+        # the requests of the calls that wait for a decision, in source order; none runs then
+        waits = sorted(
+            (e for e in self.pending if effect_kind(e) == "AwaitApproval"), key=lambda e: e.index
+        )
+        assert m.pending_approvals == [e.request for e in waits]
+        if waits:
+            kinds = {effect_kind(e) for e in self.pending}
+            assert not kinds & {"ExecuteTool", "after_tool_call"}, kinds
+            assert mains or m.state == "awaiting_approval" or self.signalled(), m.state
         if m.state in ("idle", DECL.final):
             return
         # never stuck: the machine waits for something the outside world will answer

@@ -93,10 +93,23 @@ LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 EQUIVALENT = {
     "retarget #22:model_finished:streaming -> executing": "tools_settled [calls_remain] "
     "returns to preparing_tools at once and the calls begin there",
-    "retarget #34:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
+    "retarget #38:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
     "proceed before awaiting_steering, where the original goes directly",
-    "retarget #32:next_turn_prepared:preparing_next_turn -> closing_turn": "the same: a "
+    "retarget #36:next_turn_prepared:preparing_next_turn -> closing_turn": "the same: a "
     "proceed, then awaiting_steering",
+    # Calls begin only in preparing_tools (may_begin), so `begin_calls` emitted elsewhere
+    # begins none; entering awaiting_approval offers its automatic `approvals_settled`, whose
+    # [calls_remain, not approvals_pending] transition sends a batch with calls still to
+    # begin (and none running, ready or waiting) back to preparing_tools, where they begin.
+    "retarget #22:model_finished:streaming -> awaiting_approval": "approvals_settled "
+    "[calls_remain] returns to preparing_tools at once (no call has begun: none is ready, "
+    "answered or waiting) and the calls begin there",
+    "retarget #30:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
+    "holds only in a sequential batch between two calls (none ready or waiting), so "
+    "approvals_settled returns to preparing_tools at once and the next call begins there",
+    "retarget #29:approvals_settled:awaiting_approval -> executing": "the mirror image: "
+    "tools_settled [calls_remain] returns to preparing_tools at once and the next call begins "
+    "there",
 }
 # None for the tool call and the lifecycle: every one of their mutants is killed.
 CALL_EQUIVALENT: dict[str, str] = {}
