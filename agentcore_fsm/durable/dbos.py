@@ -795,23 +795,53 @@ def send_decision(
 # --- the worker ---------------------------------------------------------------------------
 
 
+class _AppError(Exception):
+    """``--app`` names nothing usable (the text says what is wrong)."""
+
+
 def _load_app(spec: str) -> list[DurableAgent]:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise SystemExit(f"agentcore-fsm worker: --app must be module:function, not {spec!r}")
+        raise _AppError(f"--app must be module:function, not {spec!r}")
     sys.path.insert(0, os.getcwd())
-    target: Any = getattr(importlib.import_module(module_name), attr)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _AppError(f"--app {spec}: cannot import {module_name!r}: {exc}") from None
+    target: Any = getattr(module, attr, None)
+    if target is None:
+        raise _AppError(f"--app {spec}: module {module_name!r} has no {attr!r}")
     value = target() if callable(target) and not isinstance(target, DurableAgent) else target
-    agents = [value] if isinstance(value, DurableAgent) else list(value)
-    for agent in agents:
-        if not isinstance(agent, DurableAgent):
-            raise SystemExit(f"agentcore-fsm worker: {spec} gave {agent!r}, not a DurableAgent")
-    return agents
+    agents = [value] if isinstance(value, DurableAgent) else value
+    if not isinstance(agents, (list, tuple)) or not all(
+        isinstance(agent, DurableAgent) for agent in agents
+    ):
+        raise _AppError(f"--app {spec} gave {value!r}, not a DurableAgent or a list of them")
+    return list(agents)
 
 
 def _rate(text: str) -> tuple[int, float]:
+    """``--model-rate LIMIT/SECONDS``: a positive whole number of calls per positive period."""
     limit, _, period = text.partition("/")
-    return int(limit), float(period or 1)
+    try:
+        calls, seconds = int(limit), float(period or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected LIMIT/SECONDS (e.g. 20/1), not {text!r}"
+        ) from None
+    if calls < 1 or not seconds > 0:
+        raise argparse.ArgumentTypeError(f"LIMIT and SECONDS must be positive, not {text!r}")
+    return calls, seconds
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
@@ -827,8 +857,8 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--queue", default=RUNS_QUEUE, help=f"the queue (default {RUNS_QUEUE})")
     parser.add_argument("--executor-id", help="this worker's id (give each worker its own)")
-    parser.add_argument("--concurrency", type=int, help="runs at once over all workers")
-    parser.add_argument("--worker-concurrency", type=int, help="runs at once in this worker")
+    parser.add_argument("--concurrency", type=_positive, help="runs at once over all workers")
+    parser.add_argument("--worker-concurrency", type=_positive, help="runs at once in this worker")
     parser.add_argument("--model-rate", type=_rate, help="model calls per period: LIMIT/SECONDS")
     parser.add_argument(
         "--polling-interval", type=float, default=0.2, help="seconds between queue polls"
@@ -836,7 +866,10 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else None)
     if not args.database_url:
         parser.error("--database-url (or AGENTCORE_DBOS_URL) is required")
-    agents = _load_app(args.app)
+    try:
+        agents = _load_app(args.app)
+    except _AppError as exc:
+        parser.error(str(exc))
 
     async def serve() -> None:
         stop = asyncio.Event()
