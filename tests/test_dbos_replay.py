@@ -10,10 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-pytest.importorskip("dbos")
-
+import dbos  # noqa: F401  (the dbos extra is part of the test install: fail, never skip)
 from dbos import DBOS
 
 from agentcore_fsm import AgentLoopConfig, AgentTool, AgentToolResult, Model, TextContent

@@ -3,11 +3,10 @@ before starting anything (docs/durable.md)."""
 
 from __future__ import annotations
 
+import dbos  # noqa: F401  (the dbos extra is part of the test install: fail, never skip)
 import pytest
 
 from agentcore_fsm import cli
-
-pytest.importorskip("dbos")  # the dbos extra is part of the test install
 
 URL = "sqlite:///never-created.sqlite"
 
