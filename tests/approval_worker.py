@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import anyio
 
 from agentcore_fsm import Agent, AgentTool, AgentToolResult, Model, SqliteRunStore, TextContent
-from agentcore_fsm.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 
 MODEL = Model(id="faux-1", provider="faux", api="faux-api")
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"eur": {"type": "integer"}}}

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+# the shared helper modules (helpers.py, crash_worker.py, ...) live in tests/, beside this file;
+# the tests themselves are in one folder per layer of the package
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(params=["trio", "asyncio"])

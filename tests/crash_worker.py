@@ -46,9 +46,9 @@ from agentcore_fsm import (
     UserMessage,
     run_agent_loop,
 )
-from agentcore_fsm.providers.faux import FauxProvider, faux_response, faux_tool_call
-from agentcore_fsm.resume import resume_run
-from agentcore_fsm.store import RunOwnedError, SqliteRunStore
+from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.persist.store import RunOwnedError, SqliteRunStore
+from agentcore_fsm.runtime.resume import resume_run
 
 MODEL = Model(id="faux-1", provider="faux", api="faux-api")
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"n": {"type": "integer"}}}

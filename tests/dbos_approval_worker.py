@@ -18,9 +18,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentcore_fsm import AgentLoopConfig, AgentTool, AgentToolResult, Model, TextContent
-from agentcore_fsm.durable import dbos as durable
-from agentcore_fsm.journal import encode_message
-from agentcore_fsm.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.integrations import dbos as durable
+from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.persist.journal import encode_message
 
 RUN_ID = "mail-1"
 

@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 
 from agentcore_fsm import AgentLoopConfig, AgentTool, AgentToolResult, Model, TextContent
-from agentcore_fsm.durable.dbos import DurableAgent
-from agentcore_fsm.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.integrations.dbos import DurableAgent
+from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (run_id text, call_id text, worker text);

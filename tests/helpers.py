@@ -29,19 +29,16 @@ from agentcore_fsm import (
     AgentTool,
     AgentToolResult,
     AssistantMessage,
-    LlmContext,
     Model,
-    StreamDone,
     StreamOptions,
-    StreamStart,
     TextContent,
-    TextDelta,
-    TextStart,
     ToolResultMessage,
     UserMessage,
     run_agent_loop,
     run_agent_loop_continue,
 )
+from agentcore_fsm.core.config import LlmContext
+from agentcore_fsm.core.events import StreamDone, StreamStart, TextDelta, TextStart
 
 MODEL = Model(id="faux-1", provider="faux", api="faux-api")
 OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}

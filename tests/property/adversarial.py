@@ -14,7 +14,7 @@ run, a few checkpoints after the hang began), and every run sits under ``anyio.f
 that a run that never ends is a failure with a message, not a stuck suite.
 
 :func:`check_invariants`, :func:`check_transcript` and :func:`check_llm_context` restate the
-transcript rules from scratch (they share no code with ``agentcore_fsm.testing``):
+transcript rules from scratch (they share no code with ``agentcore_fsm.devtools.testing``):
 
 * ``agent_start`` first, ``agent_end`` exactly once and last; turns never nest, one assistant
   message per turn, and ``turn_end.message`` is it;
@@ -59,25 +59,26 @@ from agentcore_fsm import (
     AgentTool,
     AgentToolResult,
     AssistantMessage,
-    LlmContext,
     Model,
-    StreamDone,
-    StreamError,
-    StreamStart,
     TextContent,
-    TextDelta,
-    TextEnd,
-    TextStart,
     ToolCall,
-    ToolCallEnd,
-    ToolCallStart,
     ToolResultMessage,
     Usage,
     UserMessage,
-    default_convert_to_llm,
     run_agent_loop,
 )
-from agentcore_fsm.testing import FauxProvider
+from agentcore_fsm.core.config import LlmContext, default_convert_to_llm
+from agentcore_fsm.core.events import (
+    StreamDone,
+    StreamError,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from agentcore_fsm.devtools.testing import FauxProvider
 
 HANG_TIMEOUT = 10.0
 """Seconds a single run may take before it counts as hung (a failure, never a pass)."""
@@ -102,7 +103,7 @@ def registered_runs() -> int:
     on them, so this must stay 0 whatever happens (a change that registered runs without
     always removing them would show up here).
     """
-    from agentcore_fsm.declaration import load_declaration
+    from agentcore_fsm.core.declaration import load_declaration
 
     return sum(
         len(compiled.machine.models)
@@ -1380,7 +1381,7 @@ def verify_run(h: Harness, *, events: list[Any] | None = None) -> RunSummary:
         mode=h.plan.mode,
         sequential_tools=h.sequential_tools,
     )
-    from agentcore_fsm.testing import check_run
+    from agentcore_fsm.devtools.testing import check_run
 
     check_run(events, h.returned if h.returned_normally else None)
     assert not h.problems, h.problems

@@ -9,7 +9,8 @@ transition (for each of its source states) of any of them was never taken.
 
 from __future__ import annotations
 
-from agentcore_fsm import TransitionRecord, load_declaration
+from agentcore_fsm.core.declaration import load_declaration
+from agentcore_fsm.core.declared import TransitionRecord
 
 DECLARATIONS = ("agent_loop", "tool_call", "agent")
 

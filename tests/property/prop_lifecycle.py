@@ -20,8 +20,9 @@ from typing import Any
 
 from prop_coverage import record_lifecycle
 
-from agentcore_fsm import Agent, AgentBusyError, Declaration, Model
-from agentcore_fsm.testing import FauxProvider, faux_response
+from agentcore_fsm import Agent, AgentBusyError, Model
+from agentcore_fsm.core.declaration import Declaration
+from agentcore_fsm.devtools.testing import FauxProvider, faux_response
 
 MODEL = Model(id="m", provider="p", api="a")
 

@@ -9,7 +9,8 @@ and faults (a raise or an abort) injected at the n-th invocation of some callbac
 :class:`Harness` runs a scenario through ``run_agent_loop`` / ``run_agent_loop_continue`` /
 ``agent_loop`` and records everything; :func:`verify` checks
 
-* the event grammar and the transcript invariants (``agentcore_fsm.testing.check_run``), and the
+* the event grammar and the transcript invariants (``agentcore_fsm.devtools.testing.check_run``),
+and the
   validity of every context handed to the model;
 * that each model context is exactly what the run had created so far (through ``convert``);
 * that nothing starts after the signal fired or after a failure (models, polls, hooks), that no
@@ -51,21 +52,20 @@ from agentcore_fsm import (
     ApprovalRequest,
     AssistantMessage,
     BeforeToolCallResult,
-    LlmContext,
     Model,
-    StreamStart,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    TransitionRecord,
     UserMessage,
     agent_loop,
-    default_convert_to_llm,
     run_agent_loop,
     run_agent_loop_continue,
 )
-from agentcore_fsm.testing import FauxProvider, check_run, sequential_tool_names
+from agentcore_fsm.core.config import LlmContext, default_convert_to_llm
+from agentcore_fsm.core.declared import TransitionRecord
+from agentcore_fsm.core.events import StreamStart
+from agentcore_fsm.devtools.testing import FauxProvider, check_run, sequential_tool_names
 
 # --- the data ---------------------------------------------------------------------------
 

@@ -37,44 +37,47 @@ from prop_scenarios import (
 )
 
 from agentcore_fsm import (
-    ApprovalChecked,
-    ApprovalDecided,
     ApprovalDecision,
     AssistantMessage,
+    LoopMachine,
+    MachineInputError,
+    Model,
+    Step,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+)
+from agentcore_fsm.core.approval import NO_APPROVER_TEXT, TIMEOUT_TEXT
+from agentcore_fsm.core.boundary import describe_value, exc_text
+from agentcore_fsm.core.config import LlmContext, default_convert_to_llm
+from agentcore_fsm.core.declaration import Declaration
+from agentcore_fsm.core.events import (
+    StreamDone,
+    StreamError,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ThinkingDelta,
+    ThinkingEnd,
+    ThinkingStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from agentcore_fsm.core.protocol import (
+    ApprovalChecked,
+    ApprovalDecided,
     AwaitApproval,
     CallHook,
     CallModel,
     CheckApproval,
-    Declaration,
     ExecuteTool,
-    LlmContext,
-    LoopMachine,
-    MachineInputError,
-    Model,
     PollFollowUp,
     PollSteering,
     PrepareArguments,
     Proceed,
-    Step,
-    StreamDone,
-    StreamError,
-    StreamStart,
-    TextContent,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ThinkingContent,
-    ThinkingDelta,
-    ThinkingEnd,
-    ThinkingStart,
-    ToolCall,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    default_convert_to_llm,
 )
-from agentcore_fsm.approval import NO_APPROVER_TEXT, TIMEOUT_TEXT
-from agentcore_fsm.boundary import describe_value, exc_text
 
 MAX_STEPS = 3000
 

@@ -47,22 +47,20 @@ from agentcore_fsm import (
     AgentLoopConfig,
     AgentTool,
     AgentToolResult,
-    ApprovalChecked,
-    ApprovalDecided,
     AssistantMessage,
     BeforeToolCallResult,
-    CallHook,
-    Declaration,
     LoopMachine,
     Model,
     Step,
-    StreamDone,
     TextContent,
     ToolCall,
-    TransitionRecord,
     UserMessage,
 )
-from agentcore_fsm.testing import GrammarChecker
+from agentcore_fsm.core.declaration import Declaration
+from agentcore_fsm.core.declared import TransitionRecord
+from agentcore_fsm.core.events import StreamDone
+from agentcore_fsm.core.protocol import ApprovalChecked, ApprovalDecided, CallHook
+from agentcore_fsm.devtools.testing import GrammarChecker
 
 MODEL = Model(id="m", provider="p", api="a")
 SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}

@@ -7,7 +7,8 @@ cancellation strike at random events. Whatever happens:
 
 * ``run_agent_loop`` returns normally (outside cancellation propagates; a BaseException from
   user code closes the run as aborted and is re-raised bare, the very same object);
-* every run's events keep the grammar (``agentcore_fsm.testing.check_run``) and the invariants
+* every run's events keep the grammar (``agentcore_fsm.devtools.testing.check_run``) and the
+invariants
   of :mod:`adversarial` (an independent restatement), and the transcripts the model and the
   Agent see are well-formed;
 * error texts are non-empty str; junk is reported naming the callable that returned it;
@@ -75,10 +76,10 @@ from agentcore_fsm import (
     Model,
     TextContent,
     UserMessage,
-    default_convert_to_llm,
     run_agent_loop,
 )
-from agentcore_fsm.testing import EventRecorder, FauxProvider, check_run, faux_response
+from agentcore_fsm.core.config import default_convert_to_llm
+from agentcore_fsm.devtools.testing import EventRecorder, FauxProvider, check_run, faux_response
 
 BACKENDS = ["trio", "asyncio"]
 

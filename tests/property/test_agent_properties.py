@@ -28,7 +28,7 @@ from prop_scenarios import (
 )
 
 from agentcore_fsm import Agent, UserMessage
-from agentcore_fsm.testing import (
+from agentcore_fsm.devtools.testing import (
     EventRecorder,
     check_model_contexts,
     check_run,

@@ -34,7 +34,7 @@ from agentcore_fsm import (
     UserMessage,
     run_agent_loop,
 )
-from agentcore_fsm.testing import (
+from agentcore_fsm.devtools.testing import (
     EventRecorder,
     FauxProvider,
     check_run,

@@ -39,33 +39,37 @@ from agentcore_fsm import (
     AgentLoopTurnUpdate,
     AgentTool,
     AgentToolResult,
-    ApprovalChecked,
-    ApprovalDecided,
     AssistantMessage,
     BeforeToolCallResult,
+    LoopMachine,
+    MachineInputError,
+    Model,
+    Step,
+    TextContent,
+    ToolCall,
+    UserMessage,
+)
+from agentcore_fsm.core.declaration import load_declaration
+from agentcore_fsm.core.events import (
+    StreamDone,
+    StreamError,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from agentcore_fsm.core.protocol import (
+    ApprovalChecked,
+    ApprovalDecided,
     CallHook,
     CallModel,
     ExecuteTool,
     HookFailed,
     HookReturned,
-    LoopMachine,
-    MachineInputError,
-    Model,
-    Step,
-    StreamDone,
-    StreamError,
-    StreamStart,
-    TextContent,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolCallEnd,
-    ToolCallStart,
-    UserMessage,
-    load_declaration,
 )
-from agentcore_fsm.testing import GrammarChecker, sequential_tool_names
+from agentcore_fsm.devtools.testing import GrammarChecker, sequential_tool_names
 
 AFTER_SIGNAL = frozenset(
     {"PollSteering", "PollFollowUp", "ExecuteTool", "after_tool_call", "AwaitApproval"}

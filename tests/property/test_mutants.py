@@ -37,7 +37,7 @@ from prop_scenarios import verify
 from prop_sync_driver import SyncDriver, run_sync
 from prop_tool_calls import CALL_BANK, Runaway, run_case, use_call_declaration, watch_calls
 
-from agentcore_fsm import Declaration, load_declaration, parse_declaration
+from agentcore_fsm.core.declaration import Declaration, load_declaration, parse_declaration
 
 REAL = load_declaration("agent_loop")
 CALL_REAL = load_declaration("tool_call")

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import agentcore_fsm.driver as driver_module
+import agentcore_fsm.runtime.driver as driver_module
 from agentcore_fsm import (
     AbortController,
     AgentContext,
@@ -28,8 +28,8 @@ from agentcore_fsm import (
     TextContent,
     UserMessage,
 )
-from agentcore_fsm.messages import now_ms
-from agentcore_fsm.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.core.messages import now_ms
+from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 
 MODEL = Model(id="m", provider="p")
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import agentcore_fsm.driver as driver_module
+import agentcore_fsm.runtime.driver as driver_module
 from agentcore_fsm import (
     AbortController,
     AfterToolCallResult,
@@ -33,8 +33,8 @@ from agentcore_fsm import (
     TextContent,
     UserMessage,
 )
-from agentcore_fsm.journal import JournaledLoopMachine, RunSnapshot
-from agentcore_fsm.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot
 
 MODEL = Model(id="m", provider="p")
 

@@ -19,7 +19,7 @@ from prop_lifecycle import lifecycle_runs
 from prop_scenarios import run_scenario
 from prop_tool_calls import CALL_BANK, run_case
 
-from agentcore_fsm import load_declaration
+from agentcore_fsm.core.declaration import load_declaration
 
 
 def _run_the_banks() -> None:

@@ -1,0 +1,1039 @@
+"""``agentcore-fsm bench``: our loop against a minimal hand-written loop doing the same work.
+
+Both sides run in one process, on the same anyio backend (trio by default), over two workloads:
+
+* **W1**: one prompt; the model streams 50 text deltas; no tools.
+* **W2**: three turns: 10 deltas and 4 parallel calls of an instant async ``echo(x: int)``
+  tool; the same again; then 20 deltas and stop (8 tool executions in all).
+* **W2 journaled**: W2 journaled in a :class:`~agentcore_fsm.SqliteRunStore` (a file in a
+  temporary directory, one run id per run) against *our own* W2 in memory, runs alternating:
+  what making a run survive a crash costs. Every journaled run is checked and must be marked
+  finished in the store.
+
+*Our side* uses the public API as a user would: :func:`~agentcore_fsm.run_agent_loop` with an
+:class:`~agentcore_fsm.AgentTool` whose parameters are a JSON-schema dict, and a real stream
+function: it builds a fresh stream event for every delta and keeps a partial
+:class:`~agentcore_fsm.AssistantMessage` up to date, as a provider does (``--model faux`` uses
+the bundled :class:`~agentcore_fsm.integrations.providers.faux.FauxProvider` instead).
+
+*The minimal loop* is what a careful person would write by hand for exactly this job and no more:
+plain dicts, an async-generator fake model that also keeps a partial message up to date, the same
+events (same types, same order) delivered to an emit callback, tool calls run concurrently in the
+backend's own task group (see :data:`RUN_ALL`), arguments parsed from JSON and type-checked,
+result messages in source order. It has no validation library, no hooks, no abort and no failure
+handling: it is the floor, not a rival.
+
+Honesty rules this file keeps:
+
+* Before timing, each workload runs once on both sides with a recording sink, and the bench
+  refuses to go on unless both emitted the identical sequence of event types.
+* Every timed run is checked (streamed text, number of events, tool results) right after its
+  timer stops; a run that did not do the work aborts the bench. Nothing is skipped.
+* Timers wrap only the run itself; building the prompt and the per-run fake model happens before.
+* Runs of the two sides alternate, so that drift (GC, caches, frequency) hits both alike.
+* Memory: ``tracemalloc`` peak over a batch of concurrent runs divided by the number of runs,
+  measured in a separate pass (tracemalloc slows everything down, so it is never timed).
+* Import time: the median wall time of fresh ``python -c "import agentcore_fsm"`` processes,
+  next to that of ``python -c pass`` (the interpreter's own start-up), runs alternating after
+  one untimed run of each. Both read compiled bytecode, as an installed package does: the
+  processes keep it in a temporary ``PYTHONPYCACHEPREFIX`` filled by the untimed runs (so a
+  ``PYTHONDONTWRITEBYTECODE`` setting does not turn every run into a compile, and the source
+  tree gets no ``__pycache__``). A process that fails stops the bench.
+
+The printed ratios are ``ours / minimal``: lower is better. The targets are the project's (see
+:data:`TARGETS`): W1 at most 5x, W2 and W2 concurrent 4x, memory 3x; the import, which has no
+minimal counterpart, at most 0.25 s; W2 journaled at most 3x our in-memory W2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import trio
+
+from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
+from agentcore_fsm.core.events import (
+    StreamDone,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from agentcore_fsm.core.messages import (
+    AssistantMessage,
+    Model,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    now_ms,
+)
+from agentcore_fsm.core.tools import AgentTool, AgentToolResult
+from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response
+from agentcore_fsm.runtime.driver import run_agent_loop
+
+__all__ = ["Turn", "Workload", "main", "minimal_loop"]
+
+TARGETS = {"W1": 5.0, "W2": 4.0, "W2 journaled": 3.0, "W2 concurrent": 4.0, "memory": 3.0}
+"""The highest acceptable ratio ``ours / minimal`` of each row (for "W2 journaled": W2 journaled
+in a SQLite run store against our own W2 in memory)."""
+IMPORT_TARGET = 0.25
+"""The longest acceptable ``import agentcore_fsm`` in a fresh process, in seconds."""
+IMPORT_CODE = "import agentcore_fsm"
+BARE_CODE = "pass"
+PROMPT = "Run the benchmark workload."
+
+
+# --- workloads --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One model response: ``deltas`` text chunks, then one ``echo`` call per entry of ``calls``
+    (each entry is the call's raw JSON arguments)."""
+
+    deltas: tuple[str, ...]
+    calls: tuple[tuple[str, str], ...]  # (tool call id, arguments as JSON)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named script of model responses (:class:`Turn`), played by both loops alike."""
+
+    name: str
+    turns: tuple[Turn, ...]
+
+    @property
+    def text(self) -> str:
+        """All streamed text, every turn joined (what a consumer must have seen)."""
+        return "".join("".join(t.deltas) for t in self.turns)
+
+    @property
+    def echo_values(self) -> list[str]:
+        """The text of every tool result, in source order."""
+        return [str(json.loads(args)["x"]) for t in self.turns for _, args in t.calls]
+
+
+def _deltas(n: int, start: int = 0) -> tuple[str, ...]:
+    # eight characters each, so that the faux provider (chunk_size=8) streams the same deltas
+    return tuple(f"word{i % 1000:03d} " for i in range(start, start + n))
+
+
+def _calls(turn: int, n: int) -> tuple[tuple[str, str], ...]:
+    return tuple((f"call_{turn}_{i}", json.dumps({"x": i})) for i in range(n))
+
+
+def workload_w1(deltas: int = 50) -> Workload:
+    """W1: one turn of ``deltas`` text deltas, no tools."""
+    return Workload("W1", (Turn(_deltas(deltas), ()),))
+
+
+def workload_w2(deltas: int = 10, calls: int = 4, final_deltas: int = 20) -> Workload:
+    """W2: two turns of ``deltas`` text deltas and ``calls`` parallel ``echo`` calls, then
+    ``final_deltas`` deltas and stop."""
+    return Workload(
+        "W2",
+        (
+            Turn(_deltas(deltas), _calls(1, calls)),
+            Turn(_deltas(deltas, deltas), _calls(2, calls)),
+            Turn(_deltas(final_deltas, 2 * deltas), ()),
+        ),
+    )
+
+
+def expected_event_count(w: Workload) -> int:
+    """agent_start/end, per turn turn_start/end, prompt start/end, assistant start/end, one
+    update per stream event, and per tool call start/end plus its result message start/end."""
+    total = 2 + 2  # agent_start, agent_end, prompt message_start/end
+    for t in w.turns:
+        total += 2 + 2  # turn_start/end, assistant message_start/end
+        if t.deltas:
+            total += len(t.deltas) + 2  # text_start, deltas, text_end
+        total += 3 * len(t.calls)  # toolcall_start, one toolcall_delta, toolcall_end
+        total += 4 * len(t.calls)  # tool_execution_start/end, result message_start/end
+    return total
+
+
+class BenchError(RuntimeError):
+    """A run did not do the workload's work: the bench stops rather than print a number."""
+
+
+# --- our side ---------------------------------------------------------------------------------
+
+
+def bench_stream_fn(w: Workload) -> Callable[[Model, LlmContext, StreamOptions], Any]:
+    """A stream function playing ``w`` (one turn per call), built like a real provider: a fresh
+    event per delta, one partial message updated in place, arguments parsed from JSON."""
+    turns = iter(w.turns)
+
+    async def stream(
+        model: Model, context: LlmContext, options: StreamOptions
+    ) -> AsyncIterator[Any]:
+        turn = next(turns)
+        partial = AssistantMessage(
+            api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
+        )
+        content = partial.content
+        yield StreamStart(partial=partial)
+        if turn.deltas:
+            block = TextContent(text="")
+            content.append(block)
+            yield TextStart(content_index=0, partial=partial)
+            for delta in turn.deltas:
+                block.text += delta
+                yield TextDelta(content_index=0, delta=delta, partial=partial)
+            yield TextEnd(content_index=0, content=block.text, partial=partial)
+        for call_id, args in turn.calls:
+            index = len(content)
+            call = ToolCall(id=call_id, name="echo", arguments={})
+            content.append(call)
+            yield ToolCallStart(content_index=index, partial=partial)
+            yield ToolCallDelta(content_index=index, delta=args, partial=partial)
+            call.arguments = json.loads(args)
+            yield ToolCallEnd(content_index=index, tool_call=call, partial=partial)
+        reason: Literal["toolUse", "stop"] = "toolUse" if turn.calls else "stop"
+        partial.stop_reason = reason
+        yield StreamDone(reason=reason, message=partial)
+
+    return stream
+
+
+def faux_stream_fn(w: Workload) -> FauxProvider:
+    """The bundled faux provider scripted with ``w`` (8-character chunks: the same deltas)."""
+    responses = []
+    for t in w.turns:
+        calls = [ToolCall(id=i, name="echo", arguments=json.loads(a)) for i, a in t.calls]
+        responses.append(faux_response("".join(t.deltas) or None, tool_calls=calls))
+    return FauxProvider(responses, chunk_size=8)
+
+
+async def _echo_execute(
+    tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any
+) -> AgentToolResult:
+    return AgentToolResult(content=[TextContent(text=str(params["x"]))])
+
+
+ECHO_TOOL = AgentTool(
+    name="echo",
+    description="Return x.",
+    parameters={
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "required": ["x"],
+    },
+    execute=_echo_execute,
+)
+MODEL = Model(id="bench-model", provider="bench", api="bench")
+
+
+class OurSink:
+    """The emit callback of our side: keeps the streamed text and counts events."""
+
+    __slots__ = ("events", "text", "tool_ends")
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.tool_ends = 0
+        self.text: list[str] = []
+
+    def __call__(self, event: Any) -> None:
+        """Count ``event``; keep its text delta, count a tool end."""
+        self.events += 1
+        kind = event.type
+        if kind == "message_update":
+            inner = event.assistant_message_event
+            if inner.type == "text_delta":
+                self.text.append(inner.delta)
+        elif kind == "tool_execution_end":
+            self.tool_ends += 1
+
+
+class OurRun:
+    """One run of our loop: everything but the run itself is built in ``__init__``."""
+
+    __slots__ = ("fn", "journal", "messages", "prompt", "sink")
+
+    def __init__(self, w: Workload, model: str, journal: dict[str, Any] | None = None) -> None:
+        self.sink = OurSink()
+        self.prompt = UserMessage(content=PROMPT)
+        self.fn: Any = faux_stream_fn(w) if model == "faux" else bench_stream_fn(w)
+        self.messages: list[Any] = []
+        self.journal = journal or {}
+
+    async def __call__(self, context: AgentContext, config: AgentLoopConfig) -> None:
+        """Run our loop once (what is timed)."""
+        self.messages = await run_agent_loop(
+            [self.prompt], context, config, self.sink, stream_fn=self.fn, **self.journal
+        )
+
+    def check(self, w: Workload) -> None:
+        """Raise :class:`BenchError` unless the run did ``w``'s work (text, events, results)."""
+        sink = self.sink
+        results = [m for m in self.messages if isinstance(m, ToolResultMessage)]
+        texts = [r.content[0].text for r in results if isinstance(r.content[0], TextContent)]
+        problems = []
+        if "".join(sink.text) != w.text:
+            problems.append("streamed text differs")
+        if sink.events != expected_event_count(w):
+            problems.append(f"{sink.events} events, expected {expected_event_count(w)}")
+        if sink.tool_ends != len(w.echo_values) or texts != w.echo_values:
+            problems.append(f"tool results {texts}, expected {w.echo_values}")
+        if any(r.is_error for r in results):
+            problems.append("a tool result is an error")
+        last = self.messages[-1] if self.messages else None
+        if not isinstance(last, AssistantMessage) or last.stop_reason != "stop":
+            problems.append("the run did not end with a final assistant message")
+        if problems:
+            raise BenchError(f"our loop, {w.name}: " + "; ".join(problems))
+
+
+# --- the minimal hand-written loop ------------------------------------------------------------
+
+LLM_ROLES = frozenset({"user", "assistant", "toolResult"})
+Emit = Callable[[dict[str, Any]], None]
+
+
+def minimal_model(w: Workload) -> Callable[[list[dict[str, Any]]], AsyncIterator[dict[str, Any]]]:
+    """The minimal loop's fake model: an async generator of dict events, one per delta, with a
+    partial message dict kept up to date and tool arguments parsed from JSON at the end."""
+    turns = iter(w.turns)
+
+    async def model(messages: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+        turn = next(turns)
+        content: list[dict[str, Any]] = []
+        partial: dict[str, Any] = {
+            "role": "assistant",
+            "content": content,
+            "model": "bench-model",
+            "usage": {"input": 0, "output": 0},
+            "stop_reason": "pending",
+            "timestamp": now_ms(),
+        }
+        yield {"type": "start", "partial": partial}
+        if turn.deltas:
+            block = {"type": "text", "text": ""}
+            content.append(block)
+            yield {"type": "text_start", "content_index": 0, "partial": partial}
+            for delta in turn.deltas:
+                block["text"] += delta
+                yield {"type": "text_delta", "content_index": 0, "delta": delta, "partial": partial}
+            yield {
+                "type": "text_end",
+                "content_index": 0,
+                "content": block["text"],
+                "partial": partial,
+            }
+        for call_id, args in turn.calls:
+            index = len(content)
+            call: dict[str, Any] = {
+                "type": "toolCall",
+                "id": call_id,
+                "name": "echo",
+                "arguments": {},
+            }
+            content.append(call)
+            yield {"type": "toolcall_start", "content_index": index, "partial": partial}
+            yield {
+                "type": "toolcall_delta",
+                "content_index": index,
+                "delta": args,
+                "partial": partial,
+            }
+            call["arguments"] = json.loads(args)
+            yield {
+                "type": "toolcall_end",
+                "content_index": index,
+                "tool_call": call,
+                "partial": partial,
+            }
+        reason = "toolUse" if turn.calls else "stop"
+        partial["stop_reason"] = reason
+        yield {"type": "done", "reason": reason, "message": partial}
+
+    return model
+
+
+async def minimal_echo(x: int) -> dict[str, Any]:
+    """The minimal loop's ``echo`` tool: a result whose text is ``x``."""
+    return {"content": [{"type": "text", "text": str(x)}]}
+
+
+MINIMAL_TOOLS: dict[str, tuple[Callable[..., Awaitable[dict[str, Any]]], dict[str, type]]] = {
+    "echo": (minimal_echo, {"x": int}),
+}
+
+
+def _error_result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "is_error": True}
+
+
+async def _minimal_run_tool(
+    emit: Emit,
+    call: dict[str, Any],
+    fn: Callable[..., Awaitable[dict[str, Any]]],
+    args: dict[str, Any],
+    results: list[dict[str, Any] | None],
+    i: int,
+) -> None:
+    try:
+        result = await fn(**args)
+    except Exception as exc:
+        result = _error_result(str(exc))
+    results[i] = result
+    emit(
+        {
+            "type": "tool_execution_end",
+            "tool_call_id": call["id"],
+            "tool_name": call["name"],
+            "result": result,
+            "is_error": bool(result.get("is_error")),
+        }
+    )
+
+
+ToolJob = tuple[
+    Emit,
+    dict[str, Any],
+    Callable[..., Awaitable[dict[str, Any]]],
+    dict[str, Any],
+    list[dict[str, Any] | None],
+    int,
+]
+RunAll = Callable[[list[ToolJob]], Awaitable[None]]
+
+
+async def _run_all_trio(jobs: list[ToolJob]) -> None:
+    async with trio.open_nursery() as nursery:
+        for job in jobs:
+            nursery.start_soon(_minimal_run_tool, *job)
+
+
+async def _run_all_asyncio(jobs: list[ToolJob]) -> None:
+    async with asyncio.TaskGroup() as tg:
+        for job in jobs:
+            tg.create_task(_minimal_run_tool(*job))
+
+
+async def _run_all_anyio(jobs: list[ToolJob]) -> None:
+    async with anyio.create_task_group() as tg:
+        for job in jobs:
+            tg.start_soon(_minimal_run_tool, *job)
+
+
+RUN_ALL: dict[str, RunAll] = {
+    "trio": _run_all_trio,
+    "asyncio": _run_all_asyncio,
+    "anyio": _run_all_anyio,
+}
+"""How the minimal loop runs a batch of tool calls concurrently. By default it uses the
+backend's own task group (a trio nursery, an ``asyncio.TaskGroup``): a hand-written loop for one
+backend would, and anyio's portable task group costs about three times as much per task
+(measured here: ~20 µs against ~8 µs per ``start_soon`` on trio), which would flatter our ratio.
+``--minimal-taskgroup anyio`` measures against the anyio form instead."""
+
+
+async def minimal_loop(
+    prompt: dict[str, Any],
+    model: Callable[[list[dict[str, Any]]], AsyncIterator[dict[str, Any]]],
+    tools: dict[str, tuple[Callable[..., Awaitable[dict[str, Any]]], dict[str, type]]],
+    emit: Emit,
+    run_all: RunAll,
+) -> list[dict[str, Any]]:
+    """A hand-written agent loop: the floor the bench measures our loop against. ``run_all``
+    runs the tool calls concurrently in a task group of the backend (see :data:`RUN_ALL`)."""
+    messages = [prompt]
+    new = [prompt]
+    emit({"type": "agent_start"})
+    emit({"type": "turn_start"})
+    emit({"type": "message_start", "message": prompt})
+    emit({"type": "message_end", "message": prompt})
+    first = True
+    while True:
+        if not first:
+            emit({"type": "turn_start"})
+        first = False
+        final: dict[str, Any] | None = None
+        async for event in model([m for m in messages if m["role"] in LLM_ROLES]):
+            kind = event["type"]
+            if kind == "start":
+                emit({"type": "message_start", "message": event["partial"]})
+            elif kind == "done":
+                final = event["message"]
+            elif kind == "error":
+                final = event["error"]
+            else:
+                emit(
+                    {
+                        "type": "message_update",
+                        "message": event["partial"],
+                        "assistant_message_event": event,
+                    }
+                )
+        assert final is not None
+        emit({"type": "message_end", "message": final})
+        messages.append(final)
+        new.append(final)
+        calls = [b for b in final["content"] if b["type"] == "toolCall"]
+        if final["stop_reason"] in ("error", "aborted") or not calls:
+            emit({"type": "turn_end", "message": final, "tool_results": []})
+            break
+        results: list[dict[str, Any] | None] = [None] * len(calls)
+        prepared: list[tuple[int, Callable[..., Awaitable[dict[str, Any]]], dict[str, Any]]] = []
+        for i, call in enumerate(calls):
+            args = call["arguments"]
+            emit(
+                {
+                    "type": "tool_execution_start",
+                    "tool_call_id": call["id"],
+                    "tool_name": call["name"],
+                    "args": args,
+                }
+            )
+            spec = tools.get(call["name"])
+            bad = None
+            if spec is None:
+                bad = f"Tool {call['name']} not found"
+            else:
+                for key, typ in spec[1].items():
+                    if type(args.get(key)) is not typ:
+                        bad = f"{key}: expected {typ.__name__}"
+            if bad is not None:
+                results[i] = _error_result(bad)
+                emit(
+                    {
+                        "type": "tool_execution_end",
+                        "tool_call_id": call["id"],
+                        "tool_name": call["name"],
+                        "result": results[i],
+                        "is_error": True,
+                    }
+                )
+            else:
+                assert spec is not None
+                prepared.append((i, spec[0], args))
+
+        await run_all([(emit, calls[i], fn, args, results, i) for i, fn, args in prepared])
+        tool_results = []
+        for call, result in zip(calls, results, strict=True):
+            assert result is not None
+            message = {
+                "role": "toolResult",
+                "tool_call_id": call["id"],
+                "tool_name": call["name"],
+                "content": result["content"],
+                "is_error": bool(result.get("is_error")),
+                "timestamp": now_ms(),
+            }
+            emit({"type": "message_start", "message": message})
+            emit({"type": "message_end", "message": message})
+            messages.append(message)
+            new.append(message)
+            tool_results.append(message)
+        emit({"type": "turn_end", "message": final, "tool_results": tool_results})
+    emit({"type": "agent_end", "messages": new})
+    return new
+
+
+class MinimalSink:
+    """The minimal loop's emit callback: the same work as :class:`OurSink`, on dicts."""
+
+    __slots__ = ("events", "text", "tool_ends")
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.tool_ends = 0
+        self.text: list[str] = []
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        """Count ``event``; keep its text delta, count a tool end."""
+        self.events += 1
+        kind = event["type"]
+        if kind == "message_update":
+            inner = event["assistant_message_event"]
+            if inner["type"] == "text_delta":
+                self.text.append(inner["delta"])
+        elif kind == "tool_execution_end":
+            self.tool_ends += 1
+
+
+class MinimalRun:
+    """One run of the minimal loop: everything but the run itself is built in ``__init__``."""
+
+    __slots__ = ("messages", "model", "prompt", "run_all", "sink")
+
+    def __init__(self, w: Workload, run_all: RunAll) -> None:
+        self.run_all = run_all
+        self.sink = MinimalSink()
+        self.prompt = {"role": "user", "content": PROMPT, "timestamp": now_ms()}
+        self.model = minimal_model(w)
+        self.messages: list[dict[str, Any]] = []
+
+    async def __call__(self) -> None:
+        """Run the minimal loop once (what is timed)."""
+        self.messages = await minimal_loop(
+            self.prompt, self.model, MINIMAL_TOOLS, self.sink, self.run_all
+        )
+
+    def check(self, w: Workload) -> None:
+        """Raise :class:`BenchError` unless the run did ``w``'s work (text, events, results)."""
+        sink = self.sink
+        results = [m for m in self.messages if m["role"] == "toolResult"]
+        texts = [r["content"][0]["text"] for r in results]
+        problems = []
+        if "".join(sink.text) != w.text:
+            problems.append("streamed text differs")
+        if sink.events != expected_event_count(w):
+            problems.append(f"{sink.events} events, expected {expected_event_count(w)}")
+        if sink.tool_ends != len(w.echo_values) or texts != w.echo_values:
+            problems.append(f"tool results {texts}, expected {w.echo_values}")
+        if any(r["is_error"] for r in results):
+            problems.append("a tool result is an error")
+        if self.messages[-1]["role"] != "assistant":
+            problems.append("the run did not end with a final assistant message")
+        if problems:
+            raise BenchError(f"minimal loop, {w.name}: " + "; ".join(problems))
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+
+@dataclass
+class Setup:
+    """What both sides share for a whole bench: our context and config (built once, as a user
+    would), our stream-function kind, and how the minimal loop runs a tool batch."""
+
+    context: AgentContext
+    config: AgentLoopConfig
+    model: str
+    run_all: RunAll
+
+    def ours(self, w: Workload) -> OurRun:
+        """A fresh run of our loop on ``w``."""
+        return OurRun(w, self.model)
+
+    def minimal(self, w: Workload) -> MinimalRun:
+        """A fresh run of the minimal loop on ``w``."""
+        return MinimalRun(w, self.run_all)
+
+
+def _event_signature(event: Any) -> str:
+    if isinstance(event, dict):
+        kind = event["type"]
+        inner = event.get("assistant_message_event")
+        return f"{kind}:{inner['type']}" if inner is not None else kind
+    inner = getattr(event, "assistant_message_event", None)
+    return f"{event.type}:{inner.type}" if inner is not None else str(event.type)
+
+
+async def check_same_events(w: Workload, setup: Setup) -> int:
+    """Run ``w`` once on each side, recording every event; raise unless the sequences of event
+    types (message updates with their stream event's type) are identical. Returns the count."""
+    ours: list[Any] = []
+    run = setup.ours(w)
+    await run_agent_loop([run.prompt], setup.context, setup.config, ours.append, stream_fn=run.fn)
+    minimal: list[dict[str, Any]] = []
+    base = setup.minimal(w)
+    await minimal_loop(base.prompt, base.model, MINIMAL_TOOLS, minimal.append, setup.run_all)
+    a = [_event_signature(e) for e in ours]
+    b = [_event_signature(e) for e in minimal]
+    if a != b:
+        raise BenchError(f"{w.name}: the loops emitted different events:\n ours: {a}\n min:  {b}")
+    return len(a)
+
+
+@dataclass
+class Row:
+    """One line of the table: our figure and the minimal one, in ``unit``, and the target.
+
+    ``target`` bounds the ratio ``ours / minimal``, or, when ``absolute``, ``ours`` itself (in
+    ``unit``); ``digits`` is how many decimals the figures are printed with."""
+
+    label: str
+    ours: float
+    minimal: float
+    unit: str
+    target: float | None
+    absolute: bool = False
+    digits: int = 1
+
+    @property
+    def ratio(self) -> float:
+        """``ours / minimal`` (lower is better)."""
+        return self.ours / self.minimal if self.minimal else float("inf")
+
+    @property
+    def met(self) -> bool:
+        """Whether the row is within its target (true when it has none)."""
+        if self.target is None:
+            return True
+        return (self.ours if self.absolute else self.ratio) <= self.target
+
+
+async def time_sequential(
+    w: Workload, iterations: int, warmup: int, setup: Setup
+) -> tuple[float, float]:
+    """Median µs per run of each side, runs alternating; every run is checked after its timer."""
+    clock = time.perf_counter_ns
+    context, config = setup.context, setup.config
+    ours: list[int] = []
+    minimal: list[int] = []
+    for i in range(warmup + iterations):
+        run = setup.ours(w)
+        t0 = clock()
+        await run(context, config)
+        t1 = clock()
+        run.check(w)
+        base = setup.minimal(w)
+        t2 = clock()
+        await base()
+        t3 = clock()
+        base.check(w)
+        if i >= warmup:
+            ours.append(t1 - t0)
+            minimal.append(t3 - t2)
+    return statistics.median(ours) / 1000, statistics.median(minimal) / 1000
+
+
+async def time_journaled(
+    w: Workload, iterations: int, warmup: int, setup: Setup, path: str
+) -> tuple[float, float]:
+    """Median µs per run of ``w`` journaled in a :class:`~agentcore_fsm.SqliteRunStore` at
+    ``path`` and of the same run in memory, alternating; every run is checked."""
+    from agentcore_fsm.persist.store import SqliteRunStore
+
+    clock = time.perf_counter_ns
+    context, config = setup.context, setup.config
+    journaled: list[int] = []
+    plain: list[int] = []
+    with SqliteRunStore(path) as store:
+        for i in range(warmup + iterations):
+            run = OurRun(w, setup.model, {"store": store, "run_id": f"bench-{i}"})
+            t0 = clock()
+            await run(context, config)
+            t1 = clock()
+            run.check(w)
+            if store.load(f"bench-{i}").status != "finished":
+                raise BenchError(f"{w.name}: the journaled run was not marked finished")
+            base = setup.ours(w)
+            t2 = clock()
+            await base(context, config)
+            t3 = clock()
+            base.check(w)
+            if i >= warmup:
+                journaled.append(t1 - t0)
+                plain.append(t3 - t2)
+    return statistics.median(journaled) / 1000, statistics.median(plain) / 1000
+
+
+async def _timed_batch(start: Callable[[anyio.abc.TaskGroup], None]) -> int:
+    t0 = time.perf_counter_ns()
+    async with anyio.create_task_group() as tg:
+        start(tg)
+    return time.perf_counter_ns() - t0
+
+
+def _starter_ours(runs: list[OurRun], setup: Setup) -> Callable[[anyio.abc.TaskGroup], None]:
+    def start(tg: anyio.abc.TaskGroup) -> None:
+        for run in runs:
+            tg.start_soon(run, setup.context, setup.config)
+
+    return start
+
+
+def _starter_minimal(runs: list[MinimalRun]) -> Callable[[anyio.abc.TaskGroup], None]:
+    def start(tg: anyio.abc.TaskGroup) -> None:
+        for run in runs:
+            tg.start_soon(run)
+
+    return start
+
+
+async def time_concurrent(w: Workload, n: int, repeats: int, setup: Setup) -> tuple[float, float]:
+    """Median over ``repeats`` batches of (wall time of ``n`` runs started at once) / ``n``. The
+    batch is started from one task group on both sides (the same outer cost)."""
+    ours: list[float] = []
+    minimal: list[float] = []
+    for _ in range(repeats):
+        our_runs = [setup.ours(w) for _ in range(n)]
+        elapsed = await _timed_batch(_starter_ours(our_runs, setup))
+        for run in our_runs:
+            run.check(w)
+        ours.append(elapsed / n / 1000)
+        our_runs.clear()
+        min_runs = [setup.minimal(w) for _ in range(n)]
+        elapsed = await _timed_batch(_starter_minimal(min_runs))
+        for base in min_runs:
+            base.check(w)
+        minimal.append(elapsed / n / 1000)
+    return statistics.median(ours), statistics.median(minimal)
+
+
+async def _traced_peak(start: Callable[[anyio.abc.TaskGroup], None]) -> int:
+    """tracemalloc's peak (over the baseline) while the tasks ``start`` spawns run."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        async with anyio.create_task_group() as tg:
+            start(tg)
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+async def measure_memory(w: Workload, n: int, setup: Setup) -> tuple[float, float]:
+    """Bytes per run: tracemalloc's peak while ``n`` runs execute concurrently, over ``n``. The
+    runs' inputs (prompt, fake model) are built before the baseline is taken; what a run
+    creates (its events, its transcript) counts."""
+    our_runs = [setup.ours(w) for _ in range(n)]
+    ours = await _traced_peak(_starter_ours(our_runs, setup))
+    for run in our_runs:
+        run.check(w)
+    our_runs.clear()
+    min_runs = [setup.minimal(w) for _ in range(n)]
+    minimal = await _traced_peak(_starter_minimal(min_runs))
+    for base in min_runs:
+        base.check(w)
+    return ours / n, minimal / n
+
+
+def _process_seconds(code: str, env: dict[str, str]) -> float:
+    """Wall time of one fresh ``python -c code`` process; :class:`BenchError` if it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise BenchError(f"python -c {code!r} failed (exit status {proc.returncode}): {last}")
+    return elapsed
+
+
+def measure_import(runs: int) -> tuple[float, float]:
+    """Median wall time in seconds of ``runs`` fresh processes running ``import
+    agentcore_fsm``, and of as many running ``pass`` (the interpreter's start-up alone). The
+    two alternate, after one untimed run of each, which compiles the bytecode both then read
+    (kept in a temporary directory, see the module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="agentcore-fsm-bench-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache
+        _process_seconds(IMPORT_CODE, env)
+        _process_seconds(BARE_CODE, env)
+        ours: list[float] = []
+        bare: list[float] = []
+        for _ in range(runs):
+            ours.append(_process_seconds(IMPORT_CODE, env))
+            bare.append(_process_seconds(BARE_CODE, env))
+    return statistics.median(ours), statistics.median(bare)
+
+
+def import_row(runs: int) -> Row:
+    """The table's import-time row: ``import agentcore_fsm`` against ``python -c pass``, in
+    seconds, with :data:`IMPORT_TARGET` as its (absolute) target."""
+    ours, bare = measure_import(runs)
+    label = "import agentcore_fsm (fresh process)"
+    return Row(label, ours, bare, "s", IMPORT_TARGET, absolute=True, digits=3)
+
+
+async def run_bench(args: argparse.Namespace) -> list[Row]:
+    """Check that both loops emit the same events, then time W1, W2 and W2 concurrent and
+    measure memory: the table's rows, in that order."""
+    w1 = workload_w1(args.deltas)
+    w2 = workload_w2()
+    kind = args.backend if args.minimal_taskgroup == "native" else "anyio"
+    setup = Setup(
+        context=AgentContext(tools=[ECHO_TOOL]),
+        config=AgentLoopConfig(model=MODEL),
+        model=args.model,
+        run_all=RUN_ALL[kind],
+    )
+    for w in (w1, w2):
+        await check_same_events(w, setup)
+    rows = []
+    for w in (w1, w2):
+        ours, minimal = await time_sequential(w, args.iterations, args.warmup, setup)
+        label = f"{w.name} ({len(w.turns)} turn{'s' if len(w.turns) > 1 else ''}, "
+        label += f"{sum(len(t.deltas) for t in w.turns)} deltas, {len(w.echo_values)} tools)"
+        rows.append(Row(label, ours, minimal, "µs/run", TARGETS[w.name]))
+    if args.store_iterations:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "runs.db")
+            warmup = min(args.warmup, args.store_iterations)
+            journaled, plain = await time_journaled(w2, args.store_iterations, warmup, setup, path)
+        label = "W2 journaled (SqliteRunStore)"
+        rows.append(Row(label, journaled, plain, "µs/run", TARGETS["W2 journaled"]))
+    # one small untimed batch first, so that the measured batches do not pay one-time costs
+    await time_concurrent(w2, min(args.concurrent, 50), 1, setup)
+    ours, minimal = await time_concurrent(w2, args.concurrent, args.repeats, setup)
+    label = f"W2 x{args.concurrent} concurrent"
+    rows.append(Row(label, ours, minimal, "µs/run", TARGETS["W2 concurrent"]))
+    ours, minimal = await measure_memory(w2, args.concurrent, setup)
+    label = f"memory per W2 run (x{args.concurrent})"
+    rows.append(Row(label, ours / 1024, minimal / 1024, "KiB/run", TARGETS["memory"]))
+    return rows
+
+
+def format_table(rows: list[Row], args: argparse.Namespace) -> str:
+    """The printed report: a header line naming the settings, then one line per row."""
+    py = ".".join(map(str, sys.version_info[:3]))
+    head = (
+        f"agentcore-fsm bench: backend={args.backend}, model={args.model}, python {py}, "
+        f"minimal task group={args.minimal_taskgroup}, {args.iterations} runs per workload "
+        f"(median), {args.concurrent} concurrent x {args.repeats}"
+    )
+    if args.otel:
+        head += ", otel=on"
+    lines = [head, ""]
+    lines.append(f"{'workload':<40} {'ours':>10} {'minimal':>10} {'unit':<8} {'ratio':>7}  target")
+    for r in rows:
+        verdict = ""
+        if r.target is not None:
+            bound = f"{r.target:g} {r.unit}" if r.absolute else f"{r.target:g}x"
+            verdict = f"<= {bound}  " + ("ok" if r.met else "MISSED")
+        ratio = "-" if r.absolute else f"{r.ratio:.2f}x"
+        numbers = f"{r.ours:>10.{r.digits}f} {r.minimal:>10.{r.digits}f} {r.unit:<8} {ratio:>7}"
+        lines.append(f"{r.label:<40} {numbers}  {verdict}")
+    lines.append("")
+    lines.append("ratio = ours / minimal (lower is better); every run was checked.")
+    if any(r.label.startswith("W2 journaled") for r in rows):
+        lines.append(
+            "W2 journaled: ours = W2 journaled in a SQLite run store, minimal = our own W2 in "
+            "memory (what surviving a crash costs)."
+        )
+    if any(r.absolute for r in rows):
+        lines.append(
+            f"import: median wall time of {args.import_runs} fresh processes each (bytecode "
+            "cached); minimal = 'python -c pass'; the target bounds ours."
+        )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The bench's options (``agentcore-fsm bench --help`` lists them); exits with status 2 on
+    a bad one."""
+    p = argparse.ArgumentParser(
+        prog="agentcore-fsm bench",
+        description="Measure our loop against a minimal hand-written loop doing the same work.",
+    )
+    p.add_argument("--backend", choices=["trio", "asyncio"], default="trio")
+    p.add_argument("--iterations", type=int, default=1000, help="timed runs per workload")
+    p.add_argument("--warmup", type=int, default=100, help="untimed runs before timing")
+    p.add_argument("--concurrent", type=int, default=1000, help="W2 runs started at once")
+    p.add_argument("--repeats", type=int, default=3, help="concurrent batches (median)")
+    p.add_argument("--deltas", type=int, default=50, help="text deltas in W1")
+    p.add_argument(
+        "--store-iterations",
+        type=int,
+        default=300,
+        help="timed runs of W2 journaled in a SQLite run store, against our W2 in memory; "
+        "0 leaves the row out",
+    )
+    p.add_argument(
+        "--import-runs",
+        type=int,
+        default=7,
+        help="fresh processes timed for the import row (median); 0 leaves the row out",
+    )
+    p.add_argument(
+        "--model",
+        choices=["bench", "faux"],
+        default="bench",
+        help="our side's stream function: a lean provider-like one, or the bundled FauxProvider",
+    )
+    p.add_argument(
+        "--minimal-taskgroup",
+        choices=["native", "anyio"],
+        default="native",
+        help="how the minimal loop runs tools: the backend's own task group (default) or anyio's",
+    )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace our side with agentcore_fsm.integrations.otel on the OpenTelemetry SDK (needs "
+        "opentelemetry-sdk): what tracing costs",
+    )
+    args = p.parse_args(argv)
+    for name in ("iterations", "concurrent", "repeats", "deltas"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    if args.warmup < 0:
+        p.error("--warmup must not be negative")
+    if args.import_runs < 0:
+        p.error("--import-runs must not be negative")
+    if args.store_iterations < 0:
+        p.error("--store-iterations must not be negative")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    """Run ``agentcore-fsm bench`` with ``argv`` and print the table; 0 on success, 1 when a
+    run did not do its work (nothing is printed then but the reason), 2 for bad options."""
+    args = parse_args(argv)
+    stop_tracing = _trace_ours() if args.otel else None
+    try:
+        rows = anyio.run(run_bench, args, backend=args.backend)
+        if args.import_runs:
+            rows.append(import_row(args.import_runs))
+    except BenchError as exc:
+        print(f"agentcore-fsm bench: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if stop_tracing is not None:
+            stop_tracing()
+    print(format_table(rows, args))
+    return 0
+
+
+def _trace_ours() -> Callable[[], None]:
+    """``--otel``: trace and meter every run of our side (the minimal loop has no tracing) with
+    :mod:`agentcore_fsm.integrations.otel` on the OpenTelemetry SDK, as a service would: spans go
+    through a
+    batch processor to an exporter that drops them, measurements are aggregated in memory.
+    Returns what switches it off again."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from agentcore_fsm.integrations.otel import instrument, uninstrument
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    instrument(tracer_provider, meter_provider)
+
+    def stop() -> None:
+        uninstrument()
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+
+    return stop

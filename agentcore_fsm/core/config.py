@@ -1,0 +1,193 @@
+"""What a run is given: its context, its configuration and hooks, and the stream-function types.
+
+These hold callables, so they are plain dataclasses rather than pydantic models. Every hook may
+be a plain function or ``async def``; the driver awaits whatever comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from agentcore_fsm.core.messages import (
+    AgentMessage,
+    AssistantMessage,
+    Message,
+    Model,
+    ThinkingLevel,
+    ToolResultMessage,
+)
+from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
+
+if TYPE_CHECKING:
+    from agentcore_fsm.core.abort import AbortSignal
+    from agentcore_fsm.core.events import AssistantMessageEvent
+
+__all__ = [
+    "MODEL_CALL_OPTIONS",
+    "AgentContext",
+    "AgentLoopConfig",
+    "AgentLoopTurnUpdate",
+    "LlmContext",
+    "ModelCallOptions",
+    "PrepareNextTurnContext",
+    "ShouldStopAfterTurnContext",
+    "StreamFn",
+    "StreamOptions",
+    "default_convert_to_llm",
+    "stream_options",
+]
+
+MaybeAwaitable: TypeAlias = Any
+"""A value, or an awaitable of it (hooks may be sync or async)."""
+
+
+@dataclass
+class AgentContext:
+    """The conversation a run works on. Runs never mutate the caller's object or its lists."""
+
+    system_prompt: str = ""
+    messages: list[AgentMessage] = field(default_factory=list)
+    tools: list[AgentTool] = field(default_factory=list)
+
+    def copy(self) -> AgentContext:
+        return AgentContext(self.system_prompt, list(self.messages), list(self.tools))
+
+
+@dataclass
+class LlmContext:
+    """What a stream function sees: only user, assistant and toolResult messages."""
+
+    system_prompt: str
+    messages: list[Message]
+    tools: list[AgentTool]
+
+
+@dataclass(kw_only=True)
+class ModelCallOptions:
+    """The options of a model call, defined once: :class:`AgentLoopConfig` and
+    :class:`StreamOptions` both have exactly these fields (they inherit them), and an ``Agent``
+    keeps its own in :attr:`Agent.options <agentcore_fsm.Agent.options>`. A provider reads the
+    ones it supports and ignores the others; ``None`` means the provider's default."""
+
+    api_key: str | None = None
+    """The API key (``get_api_key``, when configured and returning one, takes precedence)."""
+    reasoning: ThinkingLevel | None = None
+    """How hard the model should think (None or "off": no reasoning)."""
+    session_id: str | None = None
+    """An id the provider may use for caching or routing of one conversation."""
+    thinking_budgets: dict[str, int] | None = None
+    """Token budgets per thinking level, for providers that take a budget."""
+    transport: str | None = None
+    """The provider's transport ("sse", "websocket", "auto" …), where it has a choice."""
+    max_retry_delay_ms: int | None = None
+    """The longest a provider waits before retrying a failed request."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    headers: dict[str, str] | None = None
+    """Extra HTTP headers for the request."""
+    on_payload: Callable[[Any], Any] | None = None
+    """Called with the request payload before it is sent (for logging or inspection)."""
+    on_response: Callable[[Any], Any] | None = None
+    """Called with the raw response (for logging or inspection)."""
+
+
+MODEL_CALL_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(ModelCallOptions))
+"""The names of the model-call options, in declaration order."""
+
+
+@dataclass(kw_only=True)
+class StreamOptions(ModelCallOptions):
+    """What a stream function is given with each call: the model-call options of the run
+    (:class:`ModelCallOptions`) and the run's abort ``signal``."""
+
+    signal: AbortSignal | None = None
+
+
+def stream_options(
+    options: ModelCallOptions,
+    signal: AbortSignal | None,
+    *,
+    api_key: str | None = None,
+    reasoning: ThinkingLevel | None = None,
+) -> StreamOptions:
+    """The :class:`StreamOptions` of one model call: ``options`` (a run's config) with the
+    call's ``signal``, its ``api_key`` if one was obtained, and its current ``reasoning``."""
+    made = StreamOptions(signal=signal)
+    for name in MODEL_CALL_OPTIONS:
+        setattr(made, name, getattr(options, name))
+    if api_key:
+        made.api_key = api_key
+    made.reasoning = reasoning
+    return made
+
+
+StreamFn: TypeAlias = Callable[
+    [Model, LlmContext, StreamOptions], "AsyncIterator[AssistantMessageEvent]"
+]
+"""``stream_fn(model, context, options)``: an async iterator of stream events (see
+docs/reference.md#the-stream-function)."""
+
+
+@dataclass
+class PrepareNextTurnContext:
+    """Handed to ``prepare_next_turn`` and ``should_stop_after_turn`` after every turn."""
+
+    message: AgentMessage
+    tool_results: list[ToolResultMessage]
+    context: AgentContext
+    new_messages: list[AgentMessage]
+
+
+ShouldStopAfterTurnContext = PrepareNextTurnContext
+
+
+@dataclass
+class AgentLoopTurnUpdate:
+    """What ``prepare_next_turn`` may return: given fields replace the current ones."""
+
+    context: AgentContext | None = None
+    model: Model | None = None
+    thinking_level: ThinkingLevel | None = None
+
+
+def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
+    """Keep the messages whose role the model understands (user, assistant, toolResult)."""
+    return [m for m in messages if getattr(m, "role", None) in ("user", "assistant", "toolResult")]
+
+
+Hook: TypeAlias = Callable[..., MaybeAwaitable]
+
+
+@dataclass(kw_only=True)
+class AgentLoopConfig(ModelCallOptions):
+    """The configuration of a run (see docs/reference.md#configuration). Only ``model`` is
+    required. The model-call options (``api_key``, ``reasoning``, ``temperature`` …) are those
+    of :class:`ModelCallOptions`, passed to the stream function with each call."""
+
+    model: Model
+    convert_to_llm: Callable[[list[AgentMessage]], MaybeAwaitable] | None = None
+    transform_context: Callable[[list[AgentMessage], AbortSignal | None], MaybeAwaitable] | None = (
+        None
+    )
+    get_api_key: Callable[[str], MaybeAwaitable] | None = None
+    tool_execution: ToolExecutionMode = "parallel"
+    before_tool_call: Hook | None = None
+    after_tool_call: Hook | None = None
+    prepare_next_turn: Hook | None = None
+    should_stop_after_turn: Hook | None = None
+    get_steering_messages: Callable[[], MaybeAwaitable] | None = None
+    get_follow_up_messages: Callable[[], MaybeAwaitable] | None = None
+    decide_approval: Callable[[Any, AbortSignal], MaybeAwaitable] | None = None
+    """Decides about a tool call that needs approval: ``decide_approval(request, signal)``
+    (sync or async; ``request`` an :class:`~agentcore_fsm.core.approval.ApprovalRequest`) returns an
+    :class:`~agentcore_fsm.core.approval.ApprovalDecision`, a bool, or None (no decision in this
+    process: a journaled run is suspended). Without it, such a call is denied. See
+    docs/reference.md#approval-of-tool-calls."""
+    approval_timeout_s: float | None = None
+    """Deny a call whose decision has not come within this many seconds (None: wait)."""
+
+
+AssistantFinal: TypeAlias = AssistantMessage
+StopKind: TypeAlias = Literal["completed", "stopped", "aborted", "error"]

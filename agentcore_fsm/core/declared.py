@@ -1,0 +1,342 @@
+"""The engine every machine of the project runs on: a declaration, compiled onto ``transitions``.
+
+A class that runs a declaration subclasses :class:`DeclaredMachine` and names it in
+``declaration_name``. For each declared guard ``g`` it defines ``_guard_g(self) -> bool``, for
+each emit action ``e`` an ``_emit_e(self) -> None`` and for each state effect ``x`` an
+``_effect_x(self) -> None``. They are bound by name when the declaration is compiled for the
+class: a declared name without its method, or such a method that no declaration names, is a
+:class:`~agentcore_fsm.core.declaration.DeclarationError` at load time, not a surprise mid-run.
+
+Compiling builds a ``transitions.Machine`` from the declaration through its public constructor,
+with two documented extension points: a ``transition_cls`` that carries the declared
+:class:`~agentcore_fsm.core.declaration.TransitionSpec` and a ``event_cls`` whose ``trigger`` takes
+the first transition (in declaration order) whose guards hold — and nothing else: machines built
+here use none of ``transitions``' callback phases, so an event skips them. The compiled machine is
+owned by the declaration object (``Declaration.compiled``), one per running class, shared by every
+run; a run is never registered on it (it is the model handed to ``Event.trigger``), so nothing is
+kept alive after a run however it ends. Runs stepped from several threads at once are safe: the
+machine is unqueued and holds no per-run state.
+
+The rules, the same for every machine:
+
+* A **fed trigger** (an input of kind ``trigger``) takes the first declared transition from the
+  current state whose guards hold; none holding is a bug in the declaration (:class:`MachineError`).
+* An **offered trigger** is taken if a transition holds and is silently not taken otherwise: the
+  engine offers a state's ``auto`` triggers on entering it, and an internal input's ``offers``
+  after it was handled.
+* **Taking a transition**: the state changes, a :class:`TransitionRecord` is kept in ``history``
+  (and handed to ``on_transition``), the transition's emit actions run in order, then the
+  destination is entered: its ``auto`` triggers are offered in declaration order; when none is
+  taken, its effect (if declared) runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agentcore_fsm.core.declaration import (
+    Declaration,
+    DeclarationError,
+    TransitionSpec,
+    load_declaration,
+)
+
+__all__ = [
+    "DeclaredMachine",
+    "MachineError",
+    "MachineInputError",
+    "TransitionRecord",
+    "compile_declaration",
+]
+
+logger = logging.getLogger("agentcore_fsm")
+
+
+class MachineError(RuntimeError):
+    """The machine could not take a step: the base of :class:`MachineInputError` (a mistake in
+    what was fed) and of internal inconsistencies (a bug in this library or a declaration that
+    does not fit the engine)."""
+
+
+class MachineInputError(MachineError):
+    """An input the machine cannot take: the current state does not accept it, or its data is
+    wrong (an index that names no tool call, a call that is not running, an object that is not
+    a stream event). The machine is unchanged; the text says what was wrong and what is
+    accepted. ``input_name``, ``state`` and ``accepted`` (the inputs the state accepts) are
+    attributes."""
+
+    def __init__(
+        self, input_name: str, state: str, accepted: list[str], problem: str | None = None
+    ) -> None:
+        self.input_name, self.state, self.accepted = input_name, state, accepted
+        if problem is None:
+            listed = ", ".join(accepted) if accepted else "nothing (the run has stopped)"
+            problem = (
+                f"input {input_name!r} is not accepted in state {state!r}; it accepts: {listed}"
+            )
+        super().__init__(problem)
+
+
+@dataclass(slots=True, frozen=True)
+class TransitionRecord:
+    """One transition taken: its declared index, trigger, source and destination."""
+
+    index: int
+    trigger: str
+    source: str
+    dest: str
+
+
+# --- compiling onto transitions -------------------------------------------------------------
+
+
+def _machine_class() -> type[Any]:
+    from transitions import Event, Machine, Transition
+
+    class DeclaredTransition(Transition):
+        """A transition that knows its declaration (``spec``) and its guard checks."""
+
+        def __init__(
+            self,
+            source: str,
+            dest: str,
+            conditions: Any = None,
+            unless: Any = None,
+            before: Any = None,
+            after: Any = None,
+            prepare: Any = None,
+            spec: TransitionSpec | None = None,
+        ) -> None:
+            super().__init__(source, dest, conditions, unless, before, after, prepare)
+            self.spec = spec
+            self.checks = tuple((c.func, c.target) for c in self.conditions)
+
+    class DeclaredEvent(Event):
+        """An event whose ``trigger(model)`` takes the first transition from the model's state
+        whose guards hold and hands its spec to ``model._take``; True if one was taken."""
+
+        def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
+            candidates: Any = self.transitions.get(model.state)
+            if not candidates:
+                return False
+            if len(candidates) == 1:
+                transition = candidates[0]
+                for check, target in transition.checks:
+                    if bool(check(model)) is not target:
+                        return False
+                model._take(transition.spec)
+                return True
+            # several candidates often share a guard: each guard runs at most once per trigger
+            # (guards are predicates of the machine's data, which does not change meanwhile)
+            seen: dict[Any, bool] = {}
+            for transition in candidates:
+                for check, target in transition.checks:
+                    value = seen.get(check)
+                    if value is None:
+                        value = seen[check] = bool(check(model))
+                    if value is not target:
+                        break
+                else:
+                    model._take(transition.spec)
+                    return True
+            return False
+
+    class CompiledMachine(Machine):
+        transition_cls = DeclaredTransition
+        event_cls = DeclaredEvent
+
+    return CompiledMachine
+
+
+_MACHINE_CLASS: type[Any] | None = None
+
+_PREFIXES = ("_guard_", "_emit_", "_effect_")
+
+
+class Compiled:
+    """A declaration compiled for one class: the ``transitions`` machine and the bound names."""
+
+    def __init__(self, decl: Declaration, owner: type[DeclaredMachine]) -> None:
+        global _MACHINE_CLASS
+        if _MACHINE_CLASS is None:
+            _MACHINE_CLASS = _machine_class()
+        problems: list[str] = []
+
+        def bind(prefix: str, name: str) -> Callable[..., Any]:
+            method = getattr(owner, prefix + name, None)
+            if not callable(method):
+                problems.append(f"{owner.__name__} has no method {prefix}{name}")
+                return _missing
+            return method  # type: ignore[no-any-return]
+
+        guards = {name: bind("_guard_", name) for name in decl.guards}
+        emits = {name: bind("_emit_", name) for name in decl.emits}
+        effects = {
+            state: bind("_effect_", spec.effect)
+            for state, spec in decl.states.items()
+            if spec.effect is not None
+        }
+        declared = (
+            {f"_guard_{g}" for g in decl.guards}
+            | {f"_emit_{e}" for e in decl.emits}
+            | {f"_effect_{s.effect}" for s in decl.states.values() if s.effect is not None}
+        )
+        for attr in dir(owner):
+            if attr.startswith(_PREFIXES) and attr not in declared:
+                problems.append(
+                    f"{owner.__name__}.{attr} is named by no declaration of {decl.name!r}"
+                )
+        if problems:
+            raise DeclarationError(f"{decl.name}: " + "; ".join(problems))
+
+        table = [
+            {
+                "trigger": t.trigger,
+                "source": list(t.source),
+                "dest": t.dest,
+                "conditions": [guards[g] for g in t.guards],
+                "unless": [guards[g] for g in t.unless],
+                "spec": t,
+            }
+            for t in decl.transitions
+        ]
+        self.machine = _MACHINE_CLASS(
+            model=None,
+            states=list(decl.states),
+            transitions=table,
+            initial=decl.initial,
+            auto_transitions=False,
+            send_event=False,
+            queued=False,
+            ignore_invalid_triggers=False,
+        )
+        self.events: dict[str, Any] = dict(self.machine.events)
+        self.actions: tuple[tuple[Callable[..., Any], ...], ...] = tuple(
+            tuple(emits[e] for e in t.emits) for t in decl.transitions
+        )
+        self.effects = effects
+        # the records of every (transition, source) pair, made once: records are immutable
+        self.records: tuple[dict[str, TransitionRecord], ...] = tuple(
+            {src: TransitionRecord(t.index, t.trigger, src, t.dest) for src in t.source}
+            for t in decl.transitions
+        )
+        auto: dict[str, list[str]] = {}
+        for t in decl.transitions:
+            if t.auto:
+                for state in t.source:
+                    if t.trigger not in auto.setdefault(state, []):
+                        auto[state].append(t.trigger)
+        self.auto: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in auto.items()}
+        self.accepts: dict[str, frozenset[str]] = {
+            state: frozenset(decl.accepted_inputs(state)) for state in decl.states
+        }
+        self.offers: dict[str, tuple[str, ...]] = {
+            name: spec.offers for name, spec in decl.inputs.items() if spec.offers
+        }
+        self.final = decl.final
+
+
+def _missing(*args: Any) -> Any:  # pragma: no cover - never bound: compiling fails first
+    raise AssertionError("unbound declaration name")
+
+
+def compile_declaration(decl: Declaration, owner: type[DeclaredMachine]) -> Compiled:
+    """The declaration compiled for ``owner`` (once; kept by the declaration object)."""
+    compiled = decl.compiled.get(owner)
+    if compiled is None:
+        compiled = decl.compiled[owner] = Compiled(decl, owner)
+    return compiled
+
+
+# --- the running machine --------------------------------------------------------------------
+
+
+class DeclaredMachine:
+    """One run of a declaration: the base class of every machine in the project.
+
+    ``state`` is the current state's name, ``history`` the transitions taken (in order),
+    ``declaration`` the :class:`~agentcore_fsm.core.declaration.Declaration`. ``on_transition`` (if
+    given) is called with each :class:`TransitionRecord` as it is taken; an observer that raises
+    is logged and ignored."""
+
+    declaration_name: ClassVar[str]
+
+    def __init__(
+        self,
+        declaration: Declaration | None = None,
+        on_transition: Callable[[TransitionRecord], None] | None = None,
+    ) -> None:
+        decl = declaration if declaration is not None else load_declaration(self.declaration_name)
+        self.declaration = decl
+        self._compiled = compile_declaration(decl, type(self))
+        self.state: str = decl.initial
+        self.history: list[TransitionRecord] = []
+        self.on_transition = on_transition
+        self.fired: TransitionSpec | None = None  # the last transition taken
+
+    @property
+    def finished(self) -> bool:
+        """True once the machine is in its final state."""
+        return self.state == self._compiled.final
+
+    def accepted_inputs(self) -> list[str]:
+        """The inputs the current state accepts, in declaration order."""
+        return self.declaration.accepted_inputs(self.state)
+
+    def accepts(self, name: str) -> bool:
+        return name in self._compiled.accepts[self.state]
+
+    def _check(self, name: str) -> None:
+        if name not in self._compiled.accepts[self.state]:
+            raise MachineInputError(name, self.state, self.declaration.accepted_inputs(self.state))
+
+    def fire(self, trigger: str) -> None:
+        """Take the transition for ``trigger`` (one must hold: the declaration says so)."""
+        source = self.state
+        if not self._compiled.events[trigger].trigger(self):
+            raise MachineError(
+                f"{self.declaration.name}: no declared transition for {trigger!r} from "
+                f"{source!r} had its guards hold"
+            )
+
+    def offer(self, trigger: str) -> bool:
+        """Take the transition for ``trigger`` if one from the current state holds."""
+        return bool(self._compiled.events[trigger].trigger(self))
+
+    def enter_effect(self) -> None:
+        """Ask again for the current state's effect (if it declares one), as entering it did:
+        what a resumed run's driver performs again."""
+        effect = self._compiled.effects.get(self.state)
+        if effect is not None:
+            effect(self)
+
+    def _offer_after(self, input_name: str) -> None:
+        for trigger in self._compiled.offers.get(input_name, ()):
+            if self.offer(trigger):
+                return
+
+    def _take(self, spec: TransitionSpec) -> None:
+        """Called by the compiled event: change state, record, emit, enter."""
+        compiled = self._compiled
+        source = self.state
+        self.state = dest = spec.dest
+        self.fired = spec
+        record = compiled.records[spec.index][source]
+        self.history.append(record)
+        observer = self.on_transition
+        if observer is not None:
+            try:
+                observer(record)
+            except Exception:  # an observer must not break the run (or leave it mid-step)
+                logger.exception("on_transition raised; ignored")
+        for action in compiled.actions[spec.index]:
+            action(self)
+        for trigger in compiled.auto.get(dest, ()):
+            if compiled.events[trigger].trigger(self):
+                return
+        effect = compiled.effects.get(dest)
+        if effect is not None:
+            effect(self)

@@ -1,0 +1,1038 @@
+"""The sans-IO agent loop: a declared machine fed inputs that answers with events and effects.
+
+``LoopMachine`` runs the declaration ``states/agent_loop.toml`` (and one ``states/tool_call.toml``
+machine per tool call) on the engine of :mod:`agentcore_fsm.core.declared`. It never awaits, sleeps,
+touches the network, calls user code or reads an abort signal: the same inputs always give the
+same steps. Every input goes through :meth:`LoopMachine.feed` (typed inputs from
+:mod:`agentcore_fsm.core.protocol`); the named methods (``start()``, ``steering_polled(...)``, ...)
+are
+thin wrappers. Each returns a :class:`~agentcore_fsm.core.protocol.Step`: the agent events to emit,
+in
+order, the effects the machine needs performed next, and whether the stream and the run are over.
+
+Stepping by hand, with no event loop::
+
+    m = LoopMachine([UserMessage(content="hi")], AgentContext(), AgentLoopConfig(model=model))
+    step = m.start()            # agent_start, turn_start, message_start/end of the prompt
+    m.state                     # 'streaming' (no steering poll configured: nothing to poll)
+    step.effects                # [CallModel(...)]
+    step = m.stream_event(StreamDone(reason="stop", message=AssistantMessage(...)))
+    step.effects                # [Proceed()]: deliver message_end and turn_end, then say so
+    m.proceed()                 # agent_end (nothing left to do); m.state == 'stopped'
+
+What the machine decides is in the declaration: which transition an input takes (guards), what it
+emits (emit actions), what it asks for on entering a state (effects), why the run ends
+(``reason``). The methods here are those guards, emit actions and effects, and the handling of
+each input's data. Streamed deltas cost no transition: ``stream_event`` is an internal input, and
+:meth:`LoopMachine.stream_update` is its allocation-free fast path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from agentcore_fsm.core.approval import ApprovalRequest
+from agentcore_fsm.core.boundary import (
+    InvalidValueError,
+    check_after_result,
+    check_before_result,
+    check_should_stop,
+    check_terminal_message,
+    check_turn_update,
+    coerce_messages,
+    describe_value,
+    exc_text,
+    pydantic_problems,
+)
+from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, PrepareNextTurnContext
+from agentcore_fsm.core.declaration import Declaration, load_declaration
+from agentcore_fsm.core.declared import (
+    DeclaredMachine,
+    MachineError,
+    MachineInputError,
+    TransitionRecord,
+)
+from agentcore_fsm.core.events import (
+    AgentEndEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ToolExecutionUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
+from agentcore_fsm.core.messages import (
+    AgentMessage,
+    AssistantMessage,
+    TextContent,
+    ToolResultMessage,
+    now_ms,
+)
+from agentcore_fsm.core.protocol import (
+    Abort,
+    ApprovalChecked,
+    ApprovalDecided,
+    ArgumentsPrepared,
+    CallHook,
+    CallModel,
+    Effect,
+    ExecuteTool,
+    Fail,
+    FollowUpPolled,
+    HookFailed,
+    HookName,
+    HookReturned,
+    Input,
+    PollFollowUp,
+    PollSteering,
+    PrepareArguments,
+    Proceed,
+    Proceeded,
+    Start,
+    SteeringPolled,
+    Step,
+    StreamEvent,
+    StreamExhausted,
+    ToolFinished,
+    ToolUpdated,
+)
+from agentcore_fsm.core.tool_call import (
+    ABORTED_TEXT,
+    PREPARED,
+    STARTED,
+    TRUNCATED_TEXT,
+    ToolCallMachine,
+)
+from agentcore_fsm.core.tools import AgentTool, AgentToolResult, error_result, merge_after
+
+__all__ = [
+    "ABORTED_TEXT",
+    "TRUNCATED_TEXT",
+    "CallHook",
+    "CallModel",
+    "Effect",
+    "ExecuteTool",
+    "LoopMachine",
+    "MachineError",
+    "MachineInputError",
+    "PollFollowUp",
+    "PollSteering",
+    "PrepareArguments",
+    "Proceed",
+    "Step",
+    "TransitionRecord",
+]
+
+REQUEST_ABORTED = "Request was aborted"
+BLOCKED_TEXT = "Tool execution was blocked"
+
+_STREAM_UPDATE_TYPES = frozenset(
+    {
+        "text_start",
+        "text_delta",
+        "text_end",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_end",
+    }
+)
+_TOOL_HOOKS = ("before_tool_call", "after_tool_call")
+_STATE_OF_CALL_HOOK = {"before_tool_call": "checking", "after_tool_call": "reviewing"}
+
+
+class LoopMachine(DeclaredMachine):
+    """One run of the agent loop, as a sans-IO state machine (see the module docstring).
+
+    Readable at any step: ``state``, ``finished``, ``history`` (the :class:`TransitionRecord`
+    of every transition taken), ``declaration``, ``accepted_inputs()``, ``new_messages`` (every
+    message the run created so far), ``context`` (the run's own copy), ``turn_message``,
+    ``pending_tool_calls``, ``tool_calls`` (the machines of the current message's calls) and
+    ``end_reason`` once stopped."""
+
+    declaration_name = "agent_loop"
+
+    def __init__(
+        self,
+        prompts: Iterable[AgentMessage],
+        context: AgentContext,
+        config: AgentLoopConfig,
+        *,
+        declaration: Declaration | None = None,
+        on_transition: Callable[[TransitionRecord], None] | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        super().__init__(declaration, on_transition)
+        self.config = config
+        # the one outside reading: timestamps (ms) of the messages the machine makes; a replay
+        # passes the recorded values so that the same inputs give the same steps
+        self.clock = clock
+        self.prompts = list(prompts)
+        # a run works on a copy: the caller's context and list are never mutated
+        self.context = AgentContext(
+            context.system_prompt, list(context.messages), list(context.tools)
+        )
+        self.context.messages.extend(self.prompts)
+        self.model = config.model
+        self.reasoning: str | None = config.reasoning
+        self.new_messages: list[AgentMessage] = list(self.prompts)
+        self.end_reason: str | None = None
+        self._call_decl = load_declaration("tool_call")
+
+        self._out: list[Any] = []
+        self._effects: list[Effect] = []
+        # run flags
+        self._first_turn = True
+        self._turn_open = False
+        self._polled: list[AgentMessage] = []
+        self._poll_aborted = False
+        self._aborted = False  # an abort was fed (or a poll/failure came after the signal)
+        self._failure: BaseException | None = None
+        self._stop_requested = False
+        self._batch_had_calls = False
+        self._batch_terminated = False
+        # turn data
+        self._partial: AssistantMessage | None = None
+        self._final: AssistantMessage | None = None
+        self._message_started = False
+        self._calls: list[ToolCallMachine] = []
+        self._parallel = True
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def turn_message(self) -> AssistantMessage | None:
+        """The turn's assistant message once it ended (the partial one while it streams)."""
+        return self._final or self._partial
+
+    @property
+    def tool_calls(self) -> list[ToolCallMachine]:
+        """The machines of the current assistant message's tool calls, in source order."""
+        return list(self._calls)
+
+    @property
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The approval requests of the tool calls waiting for a decision, in source order."""
+        return [
+            c.request
+            for c in self._calls
+            if c.state == "awaiting_approval" and c.request is not None
+        ]
+
+    @property
+    def assistant_message(self) -> AssistantMessage | None:
+        """The turn's assistant message once it ended (None while it streams or before)."""
+        return self._final
+
+    @property
+    def partial_message(self) -> AssistantMessage | None:
+        """The turn's assistant message so far while it streams (the last partial seen)."""
+        return self._partial
+
+    @property
+    def message_started(self) -> bool:
+        """True once the turn's assistant message had its ``message_start``."""
+        return self._message_started
+
+    @property
+    def calls(self) -> tuple[ToolCallMachine, ...]:
+        """The machines of the current assistant message's tool calls (not a copy: read only)."""
+        return tuple(self._calls)
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The failure that is ending (or ended) the run, if any."""
+        return self._failure
+
+    @property
+    def aborted(self) -> bool:
+        """True once an abort was fed (or a poll, tool outcome or failure came after it)."""
+        return self._aborted
+
+    @property
+    def call_declaration(self) -> Declaration:
+        """The declaration each tool call's machine runs (``states/tool_call.toml``)."""
+        return self._call_decl
+
+    def pending_effects(self) -> list[Effect]:
+        """The effects the machine, at a step boundary, is waiting for: its current state's (a
+        model call, a poll, a turn hook, proceed) and every tool call's (prepare_arguments, a
+        tool hook, the tool itself). A driver that resumes a run performs them again."""
+        out: list[Effect] = []
+        saved = self._effects
+        self._effects = out
+        try:
+            if not (self.state == "streaming" and self._message_started):
+                self.enter_effect()
+            for call in self._calls:
+                call.enter_effect()
+        finally:
+            self._effects = saved
+        return out
+
+    @property
+    def pending_tool_calls(self) -> list[str]:
+        """Ids of the tool calls that have started and not ended."""
+        return [c.call.id for c in self._calls if c.state in STARTED]
+
+    # --- the one input path -----------------------------------------------------------------
+
+    def feed(self, input: Input) -> Step:
+        """Feed one input (see :mod:`agentcore_fsm.core.protocol`); return what it produced.
+
+        An input the current state does not accept, or whose data is wrong, raises
+        :class:`MachineInputError` and changes nothing."""
+        handler = _HANDLERS.get(type(input))
+        if handler is None:
+            raise MachineInputError(
+                "feed",
+                self.state,
+                self.accepted_inputs(),
+                f"feed: {describe_value(input)} is not an input of the loop machine (see "
+                f"agentcore_fsm.core.protocol: Start, SteeringPolled, StreamEvent, ToolFinished, "
+                f"...)",
+            )
+        return handler(self, input)
+
+    # thin named wrappers
+
+    def start(self) -> Step:
+        """Begin the run: ``agent_start``, ``turn_start`` and the prompts' message events."""
+        return self.feed(Start())
+
+    def steering_polled(self, messages: Any, aborted: bool = False) -> Step:
+        """``get_steering_messages()`` returned ``messages``; ``aborted``: the signal had fired
+        by then. Taken as ``Agent.steer()`` takes a message: None is nothing, a str is one user
+        message, a message is one message, a list holds messages or strs (a dict with a known
+        role is validated into that message). Anything else fails the run with an error naming
+        the poll and the offending item."""
+        return self.feed(SteeringPolled(messages, aborted))
+
+    def follow_up_polled(self, messages: Any, aborted: bool = False) -> Step:
+        """``get_follow_up_messages()`` returned ``messages`` (as :meth:`steering_polled`)."""
+        return self.feed(FollowUpPolled(messages, aborted))
+
+    def stream_event(self, event: Any) -> Step:
+        """The stream function yielded ``event`` (no transition per delta).
+
+        An object that is not a stream event (no str ``type``) raises
+        :class:`MachineInputError` and changes nothing (the driver turns it into a failure of
+        the stream function). An event of an unknown type, an update whose ``partial`` is not
+        an :class:`AssistantMessage`, and a ``done``/``error`` event whose message is not a
+        valid final assistant message fail the run, with an error saying what the stream
+        function did wrong."""
+        return self.feed(StreamEvent(event))
+
+    def stream_exhausted(self) -> Step:
+        """The stream ended without a ``done``/``error`` event: a failure of the stream function."""
+        return self.feed(StreamExhausted())
+
+    def arguments_prepared(
+        self, index: int, value: Any = None, error: BaseException | None = None
+    ) -> Step:
+        """A tool's ``prepare_arguments`` (asked for by a :class:`PrepareArguments` effect)
+        returned ``value`` — which is then validated — or raised ``error`` (the call's result
+        becomes an error with its text)."""
+        return self.feed(ArgumentsPrepared(index, value, error))
+
+    def hook_returned(self, value: Any = None, index: int | None = None) -> Step:
+        """The hook the machine asked for (a :class:`CallHook` effect) returned ``value``;
+        ``index`` is the effect's index for tool hooks. (A wrapper of
+        ``feed(HookReturned(name, value, index))`` that names the hook the current state waits
+        for.)
+
+        A value of the wrong kind is the hook's mistake, not a stepping one: for
+        ``before_tool_call``/``after_tool_call`` it becomes that call's error result, for
+        ``prepare_next_turn``/``should_stop_after_turn`` a failure of the run; either way the
+        text names the hook and what was wrong."""
+        return self.feed(HookReturned(self._waiting_hook("hook_returned"), value, index))
+
+    def hook_failed(self, error: BaseException, index: int | None = None) -> Step:
+        """A tool hook raised: that call's result becomes an error with the exception's text."""
+        return self.feed(HookFailed(self._waiting_hook("hook_failed"), error, index))
+
+    def tool_update(self, index: int, partial: AgentToolResult) -> Step:
+        """The running tool call ``index`` reported a partial result: a
+        ``tool_execution_update`` (nothing once the call settled). A partial that is not an
+        :class:`AgentToolResult` (or a dict that validates as one) raises
+        :class:`MachineInputError`."""
+        return self.feed(ToolUpdated(index, partial))
+
+    def tool_finished(
+        self,
+        index: int,
+        result: Any = None,
+        error: BaseException | None = None,
+        aborted: bool = False,
+    ) -> Step:
+        """The tool call ``index`` (the ``ExecuteTool`` effect's index) returned ``result`` or
+        raised ``error``; ``aborted``: the signal had fired by then (the call keeps its result
+        and ``after_tool_call`` is skipped). ``result`` is an :class:`AgentToolResult` or a dict
+        that validates as one; anything else becomes an error result naming the tool. Finishing
+        a call that is not running raises :class:`MachineInputError`."""
+        return self.feed(ToolFinished(index, result, error, aborted))
+
+    def proceed(self) -> Step:
+        """The events of the turn's end were delivered (answers a :class:`Proceed` effect)."""
+        return self.feed(Proceeded())
+
+    def abort(self) -> Step:
+        """The abort signal fired: end the run now, losing nothing (see
+        docs/reference.md#what-an-abort-does)."""
+        return self.feed(Abort())
+
+    def fail(self, error: BaseException, aborted: bool = False) -> Step:
+        """A failure: a hook, poll, stream function or emit raised ``error`` (its text becomes
+        the failure message's ``error_message``); ``aborted``: the signal had fired too."""
+        return self.feed(Fail(error, aborted))
+
+    def stream_update(self, event: Any) -> MessageUpdateEvent | None:
+        """The hot path of ``stream_event``: for a ``*_start/_delta/_end`` event of a started
+        message, the ``message_update`` to emit; None for anything else (feed that to
+        :meth:`stream_event`, which also reports what is wrong with a malformed event). Saves
+        building a :class:`Step` per delta."""
+        try:
+            if (
+                self._message_started
+                and event.type in _STREAM_UPDATE_TYPES
+                and self.state == "streaming"
+                and isinstance(event.partial, AssistantMessage)
+            ):
+                self._partial = event.partial
+                return MessageUpdateEvent(message=event.partial, assistant_message_event=event)
+        except (AttributeError, TypeError):  # not an event: stream_event says so
+            pass
+        return None
+
+    # --- input handlers ---------------------------------------------------------------------
+
+    def _take_step(self) -> Step:
+        step = Step(
+            self._out,
+            self._effects,
+            self.state != "streaming",
+            self.state == "stopped",
+        )
+        self._out = []
+        self._effects = []
+        return step
+
+    def _on_start(self, input: Start) -> Step:
+        self._check("start")
+        self.fire("start")
+        return self._take_step()
+
+    def _on_polled(self, input: SteeringPolled | FollowUpPolled) -> Step:
+        steering = isinstance(input, SteeringPolled)
+        name = "steering_polled" if steering else "follow_up_polled"
+        self._check(name)
+        poll = "get_steering_messages" if steering else "get_follow_up_messages"
+        try:
+            polled = coerce_messages(input.messages, poll, self.clock)
+        except InvalidValueError as exc:
+            return self._failed(exc, input.aborted)
+        self._polled = polled
+        self._poll_aborted = input.aborted
+        if input.aborted:
+            self._aborted = True
+        self.fire(name)
+        return self._take_step()
+
+    def _on_stream_event(self, input: StreamEvent) -> Step:
+        event = input.event
+        if self.state != "streaming":
+            self._check("stream_event")
+        try:
+            kind = event.type
+        except Exception:
+            kind = None
+        if not isinstance(kind, str):
+            raise MachineInputError(
+                "stream_event",
+                "streaming",
+                self.accepted_inputs(),
+                f"Stream function yielded {describe_value(event)}, which is not a stream event "
+                f"(an object whose type is 'start', a *_start/_delta/_end type, 'done' or "
+                f"'error')",
+            )
+        if kind in _STREAM_UPDATE_TYPES or kind == "start":
+            partial = getattr(event, "partial", None)
+            if not isinstance(partial, AssistantMessage):
+                return self._failed(
+                    InvalidValueError(
+                        f"Stream function yielded a {kind!r} event whose partial is "
+                        f"{describe_value(partial)}; expected an AssistantMessage"
+                    )
+                )
+            if kind == "start":
+                if not self._message_started:
+                    self._message_started = True
+                    self._partial = partial
+                    return Step([MessageStartEvent(message=partial)], [])
+                return Step([], [])
+            if self._message_started:
+                self._partial = partial
+                return Step([MessageUpdateEvent(message=partial, assistant_message_event=event)])
+            return Step([], [])  # deltas before `start` are dropped
+        if kind == "done" or kind == "error":
+            try:
+                final = check_terminal_message(
+                    kind, getattr(event, "message" if kind == "done" else "error", None)
+                )
+            except InvalidValueError as exc:
+                return self._failed(exc)
+            self._final = final
+            self.fire("model_finished")
+            return self._take_step()
+        return self._failed(
+            InvalidValueError(f"Stream function yielded an unknown event type: {kind!r}")
+        )
+
+    def _on_stream_exhausted(self, input: StreamExhausted) -> Step:
+        self._check("stream_exhausted")
+        return self._failed(RuntimeError("Stream function ended without a done or error event"))
+
+    def _on_arguments_prepared(self, input: ArgumentsPrepared) -> Step:
+        self._check("arguments_prepared")
+        c = self._call_in("arguments_prepared", input.index, "preparing", "prepare_arguments")
+        if input.error is not None and not isinstance(input.error, BaseException):
+            raise self._bad_input(
+                "arguments_prepared",
+                f"arguments_prepared: error must be an exception, not "
+                f"{describe_value(input.error)}",
+            )
+        c.prepared(input.value, input.error)
+        return self._after_call_input("arguments_prepared")
+
+    def _on_hook_returned(self, input: HookReturned) -> Step:
+        name = input.name
+        if name == "prepare_next_turn":
+            self._check("next_turn_prepared")
+            try:
+                update = check_turn_update(input.value)
+            except InvalidValueError as exc:
+                return self._failed(exc)
+            if update is not None:
+                if update.context is not None:
+                    self.context = update.context.copy()
+                if update.model is not None:
+                    self.model = update.model
+                if update.thinking_level is not None:
+                    level = update.thinking_level
+                    self.reasoning = None if level == "off" else level
+            self.fire("next_turn_prepared")
+            return self._take_step()
+        if name == "should_stop_after_turn":
+            self._check("stop_decided")
+            try:
+                self._stop_requested = check_should_stop(input.value)
+            except InvalidValueError as exc:
+                return self._failed(exc)
+            self.fire("stop_decided")
+            return self._take_step()
+        self._check("hook_returned")
+        if name not in _TOOL_HOOKS:
+            raise self._bad_input("hook_returned", f"hook_returned: unknown hook {name!r}")
+        c = self._call_in("hook_returned", input.index, _STATE_OF_CALL_HOOK[name], name)
+        if name == "before_tool_call":
+            try:
+                before = check_before_result(input.value)
+            except InvalidValueError as exc:
+                blocked: str | None = str(exc)
+            else:
+                blocked = (before.reason or BLOCKED_TEXT) if before and before.block else None
+                if before is not None and before.require_approval and blocked is None:
+                    reason = before.reason or (
+                        f'before_tool_call asked for approval of tool "{c.call.name}"'
+                    )
+                    c.before_returned(None, reason)
+                    return self._after_call_input("hook_returned")
+            c.before_returned(blocked)
+        else:
+            assert c.result is not None
+            try:
+                result, is_error = merge_after(
+                    c.result, c.is_error, check_after_result(input.value)
+                )
+            except Exception as exc:
+                result, is_error = error_result(exc_text(exc)), True
+            c.after_returned(result, is_error)
+        return self._after_call_input("hook_returned")
+
+    def _on_approval_checked(self, input: ApprovalChecked) -> Step:
+        self._check("approval_checked")
+        c = self._call_in("approval_checked", input.index, "approving", "requires_approval")
+        if input.error is not None and not isinstance(input.error, BaseException):
+            raise self._bad_input(
+                "approval_checked",
+                f"approval_checked: error must be an exception, not {describe_value(input.error)}",
+            )
+        c.approval_checked(input.needed, input.error)
+        return self._after_call_input("approval_checked")
+
+    def _on_approval_decided(self, input: ApprovalDecided) -> Step:
+        self._check("approval_decided")
+        c = self._call_in("approval_decided", input.index, "awaiting_approval", "a decision")
+        problem = None
+        if not isinstance(input.approved, bool):
+            problem = f"approved must be a bool, not {describe_value(input.approved)}"
+        elif input.reason is not None and not isinstance(input.reason, str):
+            problem = f"reason must be a str or None, not {describe_value(input.reason)}"
+        elif not isinstance(input.decided_by, str):
+            problem = f"decided_by must be a str, not {describe_value(input.decided_by)}"
+        elif input.args is not None and not isinstance(input.args, dict):
+            problem = f"args must be a dict or None, not {describe_value(input.args)}"
+        if problem is not None:
+            raise self._bad_input(
+                "approval_decided", f"approval_decided: tool call #{input.index}: {problem}"
+            )
+        c.decided(input)
+        return self._after_call_input("approval_decided")
+
+    def _on_hook_failed(self, input: HookFailed) -> Step:
+        name = input.name
+        if name not in _TOOL_HOOKS:  # a turn hook that raised is a failure of the run
+            return self._on_fail(Fail(input.error))
+        self._check("hook_failed")
+        c = self._call_in("hook_failed", input.index, _STATE_OF_CALL_HOOK[name], name)
+        if name == "before_tool_call":
+            c.before_returned(exc_text(input.error))
+        else:
+            c.after_returned(error_result(exc_text(input.error)), True)
+        return self._after_call_input("hook_failed")
+
+    def _on_tool_update(self, input: ToolUpdated) -> Step:
+        self._check("tool_update")
+        c = self._call_at("tool_update", input.index)
+        if c.state != "running":
+            return Step([], [])
+        partial = input.partial
+        if not isinstance(partial, AgentToolResult):
+            try:
+                partial = AgentToolResult.model_validate(partial)
+            except ValidationError as exc:
+                raise self._bad_input(
+                    "tool_update",
+                    f"tool_update: the partial result of tool call #{input.index} is "
+                    f"{describe_value(partial)}; expected an AgentToolResult "
+                    f"({pydantic_problems(exc)})",
+                ) from None
+        return Step(
+            [
+                ToolExecutionUpdateEvent(
+                    tool_call_id=c.call.id,
+                    tool_name=c.call.name,
+                    args=c.args,
+                    partial_result=partial,
+                )
+            ],
+            [],
+        )
+
+    def _on_tool_finished(self, input: ToolFinished) -> Step:
+        self._check("tool_finished")
+        c = self._call_at("tool_finished", input.index)
+        if c.state != "running":
+            raise self._bad_input(
+                "tool_finished",
+                f"tool_finished: tool call #{input.index} ({c.call.name}) is not running (it is "
+                f"{c.state!r}); only a call handed out by an ExecuteTool effect can finish, once",
+            )
+        error = input.error
+        if error is not None and not isinstance(error, BaseException):
+            raise self._bad_input(
+                "tool_finished",
+                f"tool_finished: error must be an exception, not {describe_value(error)}",
+            )
+        if error is not None:
+            result, is_error = error_result(exc_text(error)), True
+        else:
+            try:
+                result = _as_result(input.result, c.call.name)
+                is_error = bool(result.is_error)
+            except (TypeError, ValueError) as exc:
+                result, is_error = error_result(str(exc)), True
+        c.tool_finished(result, is_error, input.aborted)
+        return self._after_call_input("tool_finished")
+
+    def _on_proceeded(self, input: Proceeded) -> Step:
+        self._check("proceeded")
+        self.fire("proceeded")
+        return self._take_step()
+
+    def _on_abort(self, input: Abort) -> Step:
+        self._check("abort")
+        self._aborted = True
+        self.fire("abort")
+        return self._take_step()
+
+    def _on_fail(self, input: Fail) -> Step:
+        self._check("fail")
+        return self._failed(input.error, input.aborted)
+
+    def _failed(self, error: BaseException, aborted: bool = False) -> Step:
+        self._failure = error
+        if aborted:
+            self._aborted = True
+        self._polled = []
+        self.fire("fail")
+        return self._take_step()
+
+    # --- tool calls: the loop's side of each call's machine ----------------------------------
+
+    def _after_call_input(self, name: str) -> Step:
+        self._advance_calls()
+        self._offer_after(name)
+        return self._take_step()
+
+    def _advance_calls(self) -> None:
+        """Offer ``begin`` and ``answer`` to the calls, in source order, until neither is taken
+        (their guards carry the sequential/parallel policy). ``may_begin`` and ``may_answer``
+        both require every earlier call to be further along, so only the first call that has
+        not begun is offered ``begin``, and only the first call without its result message is
+        offered ``answer``: offering them to later calls could never be taken."""
+        calls = self._calls
+        while True:
+            progress = False
+            for c in calls:
+                if c.state == "new":
+                    progress = c.offer("begin")
+                    break
+            for c in calls:
+                state = c.state
+                if state != "answered":
+                    if state == "ended" and c.offer("answer"):
+                        progress = True
+                    break
+            if not progress:
+                return
+
+    def _may_begin(self, index: int) -> bool:
+        if self.state != "preparing_tools":
+            return False  # calls begin only while the loop prepares tools
+        earlier = self._calls[:index]
+        if self._parallel:
+            return all(c.state in PREPARED for c in earlier)
+        return all(c.state == "answered" for c in earlier)
+
+    def _may_answer(self, index: int) -> bool:
+        calls = self._calls
+        if not all(c.state == "answered" for c in calls[:index]):
+            return False
+        return not self._parallel or all(c.state in ("ended", "answered") for c in calls)
+
+    def _make_calls(self, parallel: bool) -> None:
+        assert self._final is not None
+        decl = self._call_decl
+        self._calls = [
+            ToolCallMachine(self, i, call, decl) for i, call in enumerate(self._final.tool_calls())
+        ]
+        self._parallel = parallel
+
+    def _waiting_hook(self, input_name: str) -> HookName:
+        state = self.state
+        if state == "preparing_next_turn":
+            return "prepare_next_turn"
+        if state == "deciding_stop":
+            return "should_stop_after_turn"
+        if state == "preparing_tools":
+            return "before_tool_call"
+        if state == "executing":
+            return "after_tool_call"
+        self._check(input_name)  # raises: not accepted here
+        raise AssertionError  # pragma: no cover
+
+    def _bad_input(self, name: str, problem: str) -> MachineInputError:
+        state = self.state
+        return MachineInputError(name, state, self.declaration.accepted_inputs(state), problem)
+
+    def _call_at(self, name: str, index: Any) -> ToolCallMachine:
+        calls = self._calls
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(calls):
+            raise self._bad_input(
+                name,
+                f"{name}: {describe_value(index)} names no tool call; pass the int index of an "
+                f"ExecuteTool/CallHook effect (0 to {len(calls) - 1})"
+                if calls
+                else f"{name}: {describe_value(index)} names no tool call; this turn has none",
+            )
+        return calls[index]
+
+    def _call_in(self, name: str, index: Any, state: str, what: str) -> ToolCallMachine:
+        c = self._call_at(name, index)
+        if c.state != state:
+            raise self._bad_input(
+                name,
+                f"{name}: tool call #{index} ({c.call.name}) is not waiting for {what} (it is "
+                f"{c.state!r})",
+            )
+        return c
+
+    # --- guards (named in the declaration's [guards]) ----------------------------------------
+
+    def _guard_first_turn(self) -> bool:
+        return self._first_turn
+
+    def _guard_has_new_messages(self) -> bool:
+        return bool(self._polled)
+
+    def _guard_polls_steering(self) -> bool:
+        return self.config.get_steering_messages is not None
+
+    def _guard_polls_follow_up(self) -> bool:
+        return self.config.get_follow_up_messages is not None
+
+    def _guard_poll_aborted(self) -> bool:
+        return self._poll_aborted
+
+    def _guard_tools_continue(self) -> bool:
+        return self._batch_had_calls and not self._batch_terminated
+
+    def _guard_batch_terminated(self) -> bool:
+        return self._batch_terminated
+
+    def _guard_assistant_errored(self) -> bool:
+        return self._final is not None and self._final.stop_reason == "error"
+
+    def _guard_assistant_aborted(self) -> bool:
+        return self._final is not None and self._final.stop_reason == "aborted"
+
+    def _guard_truncated_tool_calls(self) -> bool:
+        final = self._final
+        return final is not None and final.stop_reason == "length" and bool(final.tool_calls())
+
+    def _guard_has_tool_calls(self) -> bool:
+        return self._final is not None and bool(self._final.tool_calls())
+
+    def _guard_calls_prepared(self) -> bool:
+        return not any(c.state in ("preparing", "checking", "approving") for c in self._calls)
+
+    def _guard_approvals_pending(self) -> bool:
+        return any(c.state == "awaiting_approval" for c in self._calls)
+
+    def _guard_has_runnable_calls(self) -> bool:
+        return any(c.state == "ready" for c in self._calls)
+
+    def _guard_calls_remain(self) -> bool:
+        calls = self._calls
+        return not any(c.state in ("running", "reviewing") for c in calls) and any(
+            c.state == "new" for c in calls
+        )
+
+    def _guard_all_calls_answered(self) -> bool:
+        return all(c.state == "answered" for c in self._calls)
+
+    def _guard_has_prepare_hook(self) -> bool:
+        return self.config.prepare_next_turn is not None
+
+    def _guard_has_stop_hook(self) -> bool:
+        return self.config.should_stop_after_turn is not None
+
+    def _guard_stop_requested(self) -> bool:
+        return self._stop_requested
+
+    def _guard_turn_open(self) -> bool:
+        return self._turn_open
+
+    def _guard_failed_after_abort(self) -> bool:
+        return self._aborted
+
+    # --- emit actions (named in the declaration's [emits]) ------------------------------------
+
+    def _emit_agent_start(self) -> None:
+        self._out.append(AgentStartEvent())
+
+    def _emit_turn_start(self) -> None:
+        self._new_turn()
+        self._turn_open = True
+        self._out.append(TurnStartEvent())
+
+    def _emit_prompt_messages(self) -> None:
+        out = self._out
+        for message in self.prompts:
+            out.append(MessageStartEvent(message=message))
+            out.append(MessageEndEvent(message=message))
+
+    def _emit_injected_messages(self) -> None:
+        polled, self._polled = self._polled, []
+        for message in polled:
+            self._append(message)
+
+    def _emit_assistant_end(self) -> None:
+        final = self._final
+        if final is None:
+            final = self._failure_message(self._partial)
+            self._final = final
+        if not self._message_started:
+            self._message_started = True
+            self._out.append(MessageStartEvent(message=final))
+        self.context.messages.append(final)
+        self.new_messages.append(final)
+        self._out.append(MessageEndEvent(message=final))
+
+    def _emit_begin_calls(self) -> None:
+        if not self._calls:
+            self._make_calls(
+                self.config.tool_execution != "sequential"
+                and not any(
+                    _tool_mode(self.context.tools, c.name) == "sequential"
+                    for c in self._final.tool_calls()  # type: ignore[union-attr]
+                )
+            )
+        self._advance_calls()
+
+    def _emit_run_calls(self) -> None:
+        for c in self._calls:
+            c.offer("run")
+
+    def _emit_truncate_calls(self) -> None:
+        self._make_calls(parallel=False)
+        for c in self._calls:
+            c.fire("truncate")
+            c.fire("answer")
+
+    def _emit_abort_calls(self) -> None:
+        for c in self._calls:
+            c.offer("abort")
+            if not self._parallel:  # sequential: each call's result before the next call
+                c.offer("answer")
+        for c in self._calls:  # parallel: the result pairs after every end, in source order
+            c.offer("answer")
+
+    def _emit_turn_end(self) -> None:
+        calls = self._calls
+        self._batch_had_calls = bool(calls)
+        self._batch_terminated = bool(calls) and all(
+            c.result is not None and c.result.terminate is True for c in calls
+        )
+        self._turn_open = False
+        self._out.append(TurnEndEvent(message=self._final, tool_results=self._tool_results()))
+
+    def _emit_failure_turn(self) -> None:
+        self._out.append(TurnStartEvent())
+        failure = self._failure_message(None)
+        self._final = failure
+        self._append(failure)
+        self._out.append(TurnEndEvent(message=failure, tool_results=[]))
+
+    def _emit_agent_end(self) -> None:
+        spec = self.fired
+        assert spec is not None and spec.reason is not None
+        self.end_reason = spec.reason
+        self._out.append(
+            AgentEndEvent(messages=list(self.new_messages), reason=spec.reason)  # type: ignore[arg-type]
+        )
+
+    # --- effects (named in the declaration's states) ----------------------------------------
+
+    def _effect_poll_steering(self) -> None:
+        self._effects.append(PollSteering())
+
+    def _effect_poll_follow_up(self) -> None:
+        self._effects.append(PollFollowUp())
+
+    def _effect_call_model(self) -> None:
+        self._first_turn = False
+        self._new_turn()
+        self._effects.append(CallModel(self.context, self.model, self.reasoning))
+
+    def _effect_call_prepare_next_turn(self) -> None:
+        self._effects.append(CallHook("prepare_next_turn", self._turn_context()))
+
+    def _effect_call_should_stop_after_turn(self) -> None:
+        self._effects.append(CallHook("should_stop_after_turn", self._turn_context()))
+
+    def _effect_proceed(self) -> None:
+        self._effects.append(Proceed())
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _new_turn(self) -> None:
+        self._partial = None
+        self._final = None
+        self._message_started = False
+        self._calls = []
+
+    def _append(self, message: AgentMessage) -> None:
+        self.context.messages.append(message)
+        self.new_messages.append(message)
+        self._out.append(MessageStartEvent(message=message))
+        self._out.append(MessageEndEvent(message=message))
+
+    def _tool_results(self) -> list[ToolResultMessage]:
+        return [c.message for c in self._calls if c.message is not None]
+
+    def _turn_context(self) -> PrepareNextTurnContext:
+        return PrepareNextTurnContext(
+            message=self._final,
+            tool_results=self._tool_results(),
+            context=self.context,
+            new_messages=list(self.new_messages),
+        )
+
+    def _failure_message(self, partial: AssistantMessage | None) -> AssistantMessage:
+        """The message that closes a turn cut short by abort or failure."""
+        stop: Literal["aborted", "error"] = "aborted" if self._aborted else "error"
+        text = exc_text(self._failure) if self._failure is not None else REQUEST_ABORTED
+        if partial is not None:
+            message = partial.model_copy(deep=True)
+            message.stop_reason = stop
+            message.error_message = text
+            return message
+        model = self.model
+        return AssistantMessage(
+            content=[TextContent(text="")],
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason=stop,
+            error_message=text,
+            timestamp=self.clock(),
+        )
+
+
+_HANDLERS: dict[type, Callable[[LoopMachine, Any], Step]] = {
+    Start: LoopMachine._on_start,
+    SteeringPolled: LoopMachine._on_polled,
+    FollowUpPolled: LoopMachine._on_polled,
+    StreamEvent: LoopMachine._on_stream_event,
+    StreamExhausted: LoopMachine._on_stream_exhausted,
+    ArgumentsPrepared: LoopMachine._on_arguments_prepared,
+    ApprovalChecked: LoopMachine._on_approval_checked,
+    ApprovalDecided: LoopMachine._on_approval_decided,
+    HookReturned: LoopMachine._on_hook_returned,
+    HookFailed: LoopMachine._on_hook_failed,
+    ToolUpdated: LoopMachine._on_tool_update,
+    ToolFinished: LoopMachine._on_tool_finished,
+    Proceeded: LoopMachine._on_proceeded,
+    Abort: LoopMachine._on_abort,
+    Fail: LoopMachine._on_fail,
+}
+
+
+def _as_result(value: Any, tool_name: str) -> AgentToolResult:
+    if isinstance(value, AgentToolResult):
+        return value
+    if isinstance(value, dict):
+        try:
+            return AgentToolResult.model_validate(value)
+        except ValidationError as exc:
+            raise TypeError(
+                f"Tool {tool_name} returned an invalid AgentToolResult: {pydantic_problems(exc)}"
+            ) from None
+    raise TypeError(
+        f"Tool {tool_name} returned {type(value).__name__}; expected an AgentToolResult"
+    )
+
+
+def _tool_mode(tools: list[AgentTool], name: str) -> str | None:
+    for tool in tools:
+        if tool.name == name:
+            return tool.execution_mode
+    return None

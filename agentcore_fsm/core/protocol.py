@@ -1,0 +1,310 @@
+"""What passes between the sans-IO loop machine and whoever drives it: inputs, effects, steps.
+
+The machine (:class:`~agentcore_fsm.core.machine.LoopMachine`) takes one **input** at a time through
+``feed(input)`` and answers with a :class:`Step`: the agent events to emit, in order, and the
+**effects** it needs performed next, plus whether the model stream and the run are over. A
+driver performs the effects and feeds their outcomes back as inputs; it reads nothing else from
+the machine and decides nothing. Inputs are frozen data: a run is its starting data plus the
+inputs it was fed, so feeding the same inputs to a fresh machine gives the same steps.
+
+Effects that run user code name it; each says which input answers it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from agentcore_fsm.core.approval import ApprovalRequest
+from agentcore_fsm.core.config import AgentContext
+from agentcore_fsm.core.messages import Model, ToolCall
+from agentcore_fsm.core.tools import AgentTool
+
+__all__ = [
+    "Abort",
+    "ApprovalChecked",
+    "ApprovalDecided",
+    "ArgumentsPrepared",
+    "AwaitApproval",
+    "CallHook",
+    "CallModel",
+    "CheckApproval",
+    "Effect",
+    "ExecuteTool",
+    "Fail",
+    "FollowUpPolled",
+    "HookFailed",
+    "HookName",
+    "HookReturned",
+    "Input",
+    "PollFollowUp",
+    "PollSteering",
+    "PrepareArguments",
+    "Proceed",
+    "Proceeded",
+    "Start",
+    "SteeringPolled",
+    "Step",
+    "StreamEvent",
+    "StreamExhausted",
+    "ToolFinished",
+    "ToolUpdated",
+]
+
+HookName: TypeAlias = Literal[
+    "before_tool_call", "after_tool_call", "prepare_next_turn", "should_stop_after_turn"
+]
+
+# --- effects: what the machine asks for ----------------------------------------------------
+
+
+@dataclass(slots=True)
+class PollSteering:
+    """Call ``get_steering_messages()``; answer with :class:`SteeringPolled`."""
+
+
+@dataclass(slots=True)
+class PollFollowUp:
+    """Call ``get_follow_up_messages()``; answer with :class:`FollowUpPolled`."""
+
+
+@dataclass(slots=True)
+class CallModel:
+    """Run one model call over ``context``: ``transform_context``, ``convert_to_llm``, the api
+    key, then the stream function with ``model`` and ``reasoning``. Answer with a
+    :class:`StreamEvent` per event (or ``LoopMachine.stream_update`` for deltas), then
+    :class:`StreamExhausted` if the stream ended without a terminal event; a raise anywhere is a
+    :class:`Fail`."""
+
+    context: AgentContext
+    model: Model
+    reasoning: str | None
+
+
+@dataclass(slots=True)
+class CallHook:
+    """Call the hook ``name`` as ``hook(ctx, signal)``; answer with :class:`HookReturned` or
+    :class:`HookFailed` (same ``name`` and ``index``: the tool call's position for tool hooks).
+    A turn hook that raises is a :class:`Fail`."""
+
+    name: HookName
+    ctx: Any
+    index: int | None = None
+
+
+@dataclass(slots=True)
+class PrepareArguments:
+    """Call ``tool.prepare_arguments(raw)`` (a copy of the call's arguments); answer with
+    :class:`ArgumentsPrepared`."""
+
+    index: int
+    tool: AgentTool
+    raw: Any
+
+
+@dataclass(slots=True)
+class ExecuteTool:
+    """Run ``tool.execute(tool_call.id, args, signal, on_update)``; answer with
+    :class:`ToolUpdated` for updates and :class:`ToolFinished` once it returned or raised."""
+
+    index: int
+    tool: AgentTool
+    tool_call: ToolCall
+    args: Any
+
+
+@dataclass(slots=True)
+class CheckApproval:
+    """Call ``tool.requires_approval(args)`` (the call's validated arguments): does this call
+    need approval? Answer with :class:`ApprovalChecked` (the bool it returned, or the error it
+    raised)."""
+
+    index: int
+    tool: AgentTool
+    args: Any
+
+
+@dataclass(slots=True)
+class AwaitApproval:
+    """Tool call ``index`` waits for approval (``request``): get a decision (the config's
+    ``decide_approval``, an Agent's ``approve``/``deny``, a timeout) and answer with
+    :class:`ApprovalDecided`. Nothing else of the batch runs meanwhile."""
+
+    index: int
+    request: ApprovalRequest
+
+
+@dataclass(slots=True)
+class Proceed:
+    """Deliver this step's events, then answer with :class:`Proceeded`.
+
+    Asked for at the end of a turn when no hook runs after it: what follows a turn (another
+    turn, a poll, or ``agent_end``) is decided only once ``turn_end`` has been delivered, so an
+    abort or a raising ``emit`` during the turn's closing events still counts."""
+
+
+Effect: TypeAlias = (
+    PollSteering
+    | PollFollowUp
+    | CallModel
+    | CallHook
+    | PrepareArguments
+    | CheckApproval
+    | AwaitApproval
+    | ExecuteTool
+    | Proceed
+)
+
+# --- inputs: what the machine is fed --------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class Start:
+    """Begin the run."""
+
+
+@dataclass(slots=True, frozen=True)
+class SteeringPolled:
+    """``get_steering_messages()`` returned ``messages``. ``aborted``: the signal had fired by
+    the time it returned (the messages are kept; the run then ends as aborted)."""
+
+    messages: Any = None
+    aborted: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class FollowUpPolled:
+    """``get_follow_up_messages()`` returned ``messages`` (``aborted`` as for steering)."""
+
+    messages: Any = None
+    aborted: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class StreamEvent:
+    """The stream function yielded ``event``."""
+
+    event: Any
+
+
+@dataclass(slots=True, frozen=True)
+class StreamExhausted:
+    """The stream ended without a ``done``/``error`` event."""
+
+
+@dataclass(slots=True, frozen=True)
+class ArgumentsPrepared:
+    """``prepare_arguments`` of tool call ``index`` returned ``value`` or raised ``error``."""
+
+    index: int
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class HookReturned:
+    """The hook ``name`` (asked for by a :class:`CallHook`) returned ``value``."""
+
+    name: HookName
+    value: Any = None
+    index: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class HookFailed:
+    """The tool hook ``name`` raised ``error``: that call's result becomes an error."""
+
+    name: HookName
+    error: BaseException
+    index: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ApprovalChecked:
+    """``requires_approval`` of tool call ``index`` returned ``needed`` or raised ``error``
+    (the call then gets an error result with its text)."""
+
+    index: int
+    needed: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ApprovalDecided:
+    """The decision about tool call ``index``, waiting for approval: ``approved``; ``reason``;
+    ``decided_by`` (who or what decided); ``args``: arguments that replace the call's
+    (validated again), or None to keep them."""
+
+    index: int
+    approved: bool
+    reason: str | None = None
+    decided_by: str = "user"
+    args: Any = None
+
+
+@dataclass(slots=True, frozen=True)
+class ToolUpdated:
+    """Running tool call ``index`` reported a partial result."""
+
+    index: int
+    partial: Any
+
+
+@dataclass(slots=True, frozen=True)
+class ToolFinished:
+    """Tool call ``index`` returned ``result`` or raised ``error``. ``aborted``: the signal had
+    fired by the time it was fed (the call keeps its own result; no ``after_tool_call``)."""
+
+    index: int
+    result: Any = None
+    error: BaseException | None = None
+    aborted: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class Proceeded:
+    """The events of the turn's end were delivered (answers :class:`Proceed`)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Abort:
+    """The abort signal fired: end the run now, losing nothing."""
+
+
+@dataclass(slots=True, frozen=True)
+class Fail:
+    """A failure: a hook, poll, stream function or emit raised ``error``. ``aborted``: the
+    signal had fired too (the failure message is then marked aborted)."""
+
+    error: BaseException
+    aborted: bool = False
+
+
+Input: TypeAlias = (
+    Start
+    | SteeringPolled
+    | FollowUpPolled
+    | StreamEvent
+    | StreamExhausted
+    | ArgumentsPrepared
+    | ApprovalChecked
+    | ApprovalDecided
+    | HookReturned
+    | HookFailed
+    | ToolUpdated
+    | ToolFinished
+    | Proceeded
+    | Abort
+    | Fail
+)
+
+
+@dataclass(slots=True)
+class Step:
+    """What one input produced: the events to emit (in order), the effects to perform, and
+    whether the model stream (``stream_over``) and the run (``run_over``) are over."""
+
+    events: list[Any] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
+    stream_over: bool = False
+    run_over: bool = False

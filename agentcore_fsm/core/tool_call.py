@@ -1,0 +1,356 @@
+"""One tool call's machine (``states/tool_call.toml``): begin, prepare, check, run, review, answer.
+
+A :class:`ToolCallMachine` belongs to the :class:`~agentcore_fsm.core.machine.LoopMachine` of its
+run; the loop offers it its triggers in the order the declaration describes and feeds it the
+outcomes of its effects. Its guards, emit actions and effects are the small methods below; the
+events it emits and the effects it asks for go into the loop's current step. Pure: it never calls
+user code (``prepare_arguments``, the hooks and ``execute`` are effects the driver performs).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from agentcore_fsm.core.approval import ApprovalRequest, denied_text
+from agentcore_fsm.core.boundary import describe_value, exc_text
+from agentcore_fsm.core.declared import DeclaredMachine
+from agentcore_fsm.core.events import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+)
+from agentcore_fsm.core.messages import ToolCall, ToolResultMessage
+from agentcore_fsm.core.protocol import (
+    ApprovalDecided,
+    AwaitApproval,
+    CallHook,
+    CheckApproval,
+    ExecuteTool,
+    PrepareArguments,
+)
+from agentcore_fsm.core.tools import (
+    AfterToolCallContext,
+    AgentTool,
+    AgentToolResult,
+    BeforeToolCallContext,
+    ToolCallRejected,
+    error_result,
+    find_tool,
+    validate_arguments,
+)
+
+if TYPE_CHECKING:
+    from agentcore_fsm.core.machine import LoopMachine
+
+__all__ = ["ABORTED_TEXT", "TRUNCATED_TEXT", "ToolCallMachine"]
+
+ABORTED_TEXT = "Operation aborted"
+TRUNCATED_TEXT = (
+    'Tool call "{name}" was not executed: the response hit the output token limit, so its '
+    "arguments may be truncated. Re-issue the tool call with complete arguments."
+)
+
+# states in which a call has started and not ended
+STARTED = frozenset(
+    {"preparing", "checking", "approving", "awaiting_approval", "ready", "running", "reviewing"}
+)
+# states in which a call is prepared or further along (a call waiting for approval is prepared:
+# in parallel mode the next call begins meanwhile)
+PREPARED = frozenset({"awaiting_approval", "ready", "running", "reviewing", "ended", "answered"})
+APPROVAL_REASON = 'Tool "{name}" requires approval'
+"""The reason of an approval request made because the tool requires it."""
+
+
+class ToolCallMachine(DeclaredMachine):
+    """The machine of tool call ``index`` of the loop's current assistant message."""
+
+    declaration_name = "tool_call"
+
+    def __init__(self, loop: LoopMachine, index: int, call: ToolCall, declaration: Any) -> None:
+        super().__init__(declaration)
+        self.loop = loop
+        self.index = index
+        self.call = call
+        self.tool: AgentTool | None = None
+        self.raw: Any = None  # the arguments to validate (a copy; after prepare_arguments)
+        self.args: Any = None  # the validated arguments
+        self._validated: bool | None = None
+        self.rejection: str | None = None  # why the call ended before running
+        self.prepare_error: BaseException | None = None
+        self.result: AgentToolResult | None = None
+        self.is_error = False
+        self.finished_after_abort = False
+        self.message: ToolResultMessage | None = None
+        # approval: asked by before_tool_call (with its reason), the tool's own check, the
+        # request made and the decision taken
+        self.approval_asked = False
+        self.approval_reason: str | None = None
+        self.approval_check: bool | None = None
+        self.approval_error: str | None = None
+        self.request: ApprovalRequest | None = None
+        self.decision: ApprovalDecided | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.state != "new"
+
+    # --- outcomes fed by the loop ---------------------------------------------------------
+
+    def prepared(self, value: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self.prepare_error = error
+            self.rejection = exc_text(error)
+        else:
+            self.raw = value
+            self._validated = None
+        self.fire("arguments_prepared")
+
+    def before_returned(self, blocked: str | None, approval: str | None = None) -> None:
+        """``blocked``: the rejection text; ``approval``: the hook asked for approval, with
+        this reason."""
+        self.rejection = blocked
+        if approval is not None and blocked is None:
+            self.approval_asked, self.approval_reason = True, approval
+        self.fire("before_returned")
+
+    def approval_checked(self, needed: Any, error: BaseException | None) -> None:
+        name = self.call.name
+        if error is not None:
+            self.approval_error = f'requires_approval of tool "{name}" raised: {exc_text(error)}'
+        elif isinstance(needed, bool):
+            self.approval_check = needed
+        else:
+            self.approval_error = (
+                f'requires_approval of tool "{name}" returned {describe_value(needed)}; '
+                f"expected a bool"
+            )
+        self.fire("approval_checked")
+
+    def decided(self, decision: ApprovalDecided) -> None:
+        self.decision = decision
+        if decision.approved and decision.args is not None:
+            self.raw = _json_copy(decision.args)  # validated again by arguments_valid
+            self._validated = None
+        self.fire("decided")
+
+    def tool_finished(self, result: AgentToolResult, is_error: bool, after_abort: bool) -> None:
+        self.result, self.is_error = result, is_error
+        self.finished_after_abort = after_abort
+        self.fire("finished")
+
+    def after_returned(self, result: AgentToolResult, is_error: bool) -> None:
+        self.result, self.is_error = result, is_error
+        self.fire("after_returned")
+
+    # --- guards ---------------------------------------------------------------------------
+
+    def _guard_may_begin(self) -> bool:
+        return self.loop._may_begin(self.index)
+
+    def _guard_tool_found(self) -> bool:
+        if self.tool is None:
+            try:
+                self.tool = find_tool(self.loop.context.tools, self.call.name)
+            except ToolCallRejected as exc:
+                self.rejection = str(exc)
+                return False
+            # a copy: prepare_arguments, before_tool_call and the tool may mutate the
+            # arguments; the assistant message's tool call must not change
+            self.raw = _json_copy(self.call.arguments)
+        return True
+
+    def _guard_has_prepare(self) -> bool:
+        return self.tool is not None and self.tool.prepare_arguments is not None
+
+    def _guard_arguments_valid(self) -> bool:
+        if self._validated is None:
+            assert self.tool is not None
+            try:
+                self.args = validate_arguments(self.tool, self.raw)
+                self._validated = True
+            except ToolCallRejected as exc:
+                self.rejection, self._validated = str(exc), False
+            except Exception as exc:  # formatting junk arguments failed: still name the tool
+                self.rejection = f'Validation failed for tool "{self.call.name}": {exc_text(exc)}'
+                self._validated = False
+        return self._validated
+
+    def _guard_prepare_failed(self) -> bool:
+        return self.prepare_error is not None
+
+    def _guard_has_before_hook(self) -> bool:
+        return self.loop.config.before_tool_call is not None
+
+    def _guard_blocked(self) -> bool:
+        return self.rejection is not None
+
+    def _guard_has_approval_check(self) -> bool:
+        tool = self.tool
+        return tool is not None and callable(tool.requires_approval) and not self.approval_asked
+
+    def _guard_approval_check_failed(self) -> bool:
+        if self.approval_error is not None:
+            self.rejection = self.approval_error
+            return True
+        return False
+
+    def _guard_needs_approval(self) -> bool:
+        tool = self.tool
+        return (
+            self.approval_asked
+            or self.approval_check is True
+            or (tool is not None and tool.requires_approval is True)
+        )
+
+    def _guard_approved(self) -> bool:
+        return self.decision is not None and self.decision.approved
+
+    def _guard_has_after_hook(self) -> bool:
+        return self.loop.config.after_tool_call is not None and not self.finished_after_abort
+
+    def _guard_may_answer(self) -> bool:
+        return self.loop._may_answer(self.index)
+
+    # --- emit actions ---------------------------------------------------------------------
+
+    def _emit_execution_start(self) -> None:
+        call = self.call
+        self.loop._out.append(
+            ToolExecutionStartEvent(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+        )
+
+    def _end(self, result: AgentToolResult, is_error: bool) -> None:
+        self.result, self.is_error = result, is_error
+        call = self.call
+        self.loop._out.append(
+            ToolExecutionEndEvent(
+                tool_call_id=call.id, tool_name=call.name, result=result, is_error=is_error
+            )
+        )
+
+    def _emit_rejected_end(self) -> None:
+        self._end(error_result(self.rejection or "Tool execution was blocked"), True)
+
+    def _emit_end(self) -> None:
+        assert self.result is not None
+        self._end(self.result, self.is_error)
+
+    def _emit_aborted_end(self) -> None:
+        self._end(error_result(ABORTED_TEXT), True)
+
+    def _emit_truncated_end(self) -> None:
+        self._end(error_result(TRUNCATED_TEXT.format(name=self.call.name)), True)
+
+    def _emit_approval_requested(self) -> None:
+        call = self.call
+        reason = self.approval_reason
+        if not self.approval_asked:
+            reason = APPROVAL_REASON.format(name=call.name)
+        request = ApprovalRequest(
+            tool_call_id=call.id, tool_name=call.name, args=self.args, reason=reason
+        )
+        self.request = request
+        self.loop._out.append(
+            ApprovalRequestedEvent(
+                tool_call_id=call.id, tool_name=call.name, args=request.args, reason=reason
+            )
+        )
+
+    def _emit_approval_decided(self) -> None:
+        decision = self.decision
+        assert decision is not None
+        call = self.call
+        if not decision.approved:
+            self.rejection = denied_text(call.name, decision.reason)
+        self.loop._out.append(
+            ApprovalDecidedEvent(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                approved=decision.approved,
+                reason=decision.reason,
+                decided_by=decision.decided_by,
+                args=decision.args if decision.approved else None,
+            )
+        )
+
+    def _emit_aborted_decision(self) -> None:
+        call = self.call
+        self.loop._out.append(
+            ApprovalDecidedEvent(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                approved=False,
+                reason=ABORTED_TEXT,
+                decided_by="abort",
+            )
+        )
+
+    def _emit_result_message(self) -> None:
+        result = self.result
+        assert result is not None
+        message = ToolResultMessage(
+            tool_call_id=self.call.id,
+            tool_name=self.call.name,
+            content=result.content,
+            details=result.details,
+            usage=result.usage,
+            added_tool_names=result.added_tool_names,
+            is_error=self.is_error,
+            timestamp=self.loop.clock(),
+        )
+        self.message = message
+        self.loop._append(message)
+
+    # --- effects --------------------------------------------------------------------------
+
+    def _effect_prepare_arguments(self) -> None:
+        assert self.tool is not None
+        self.loop._effects.append(PrepareArguments(self.index, self.tool, self.raw))
+
+    def _effect_before_tool_call(self) -> None:
+        loop = self.loop
+        assert loop._final is not None
+        ctx = BeforeToolCallContext(
+            assistant_message=loop._final, tool_call=self.call, args=self.args, context=loop.context
+        )
+        loop._effects.append(CallHook("before_tool_call", ctx, self.index))
+
+    def _effect_check_approval(self) -> None:
+        assert self.tool is not None
+        self.loop._effects.append(CheckApproval(self.index, self.tool, self.args))
+
+    def _effect_await_approval(self) -> None:
+        assert self.request is not None
+        self.loop._effects.append(AwaitApproval(self.index, self.request))
+
+    def _effect_execute(self) -> None:
+        assert self.tool is not None
+        self.loop._effects.append(ExecuteTool(self.index, self.tool, self.call, self.args))
+
+    def _effect_after_tool_call(self) -> None:
+        loop = self.loop
+        assert loop._final is not None and self.result is not None
+        ctx = AfterToolCallContext(
+            assistant_message=loop._final,
+            tool_call=self.call,
+            args=self.args,
+            result=self.result,
+            is_error=self.is_error,
+            context=loop.context,
+        )
+        loop._effects.append(CallHook("after_tool_call", ctx, self.index))
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON-like data (dicts, lists, scalars): several times cheaper than
+    ``copy.deepcopy``; anything else falls back to it."""
+    cls = value.__class__
+    if cls is dict:
+        return {k: _json_copy(v) for k, v in value.items()}
+    if cls is list:
+        return [_json_copy(v) for v in value]
+    if cls in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)

@@ -1,0 +1,1 @@
+"""Tools for developers: the testing helpers and event-grammar checker, diagrams, replay."""

@@ -1,0 +1,869 @@
+"""OpenTelemetry traces and metrics for runs of the loop, with the state machine in the trace.
+
+One switch turns it on for every run, :func:`instrument` (and :func:`uninstrument` off again);
+``run_agent_loop(..., instrument=...)`` and ``run_agent_loop_continue(..., instrument=...)``
+decide per run: ``True`` (the global :class:`Instrumentation`, or a default one on the global
+OpenTelemetry providers), ``False`` (never), an :class:`Instrumentation`, or ``None`` (the
+default: follow the global switch). ``agent_loop``, ``agent_loop_continue`` and every
+:class:`~agentcore_fsm.Agent` follow the global switch. docs/tracing.md is the guide.
+
+What a traced run records, following the GenAI semantic conventions published with
+OpenTelemetry semantic conventions v1.41.0 (status *Development*; the current set, with
+``gen_ai.provider.name`` rather than the older ``gen_ai.system``):
+
+* ``invoke_agent`` (``invoke_agent {agent_name}`` when one is given), kind INTERNAL: the run.
+  It is the current span while the run goes on, so spans your hooks, listeners and stream
+  function make are its children. Every transition of the loop machine is an event on it,
+  ``agentcore_fsm.transition``, with the transition's declared index, trigger, source and
+  destination (what ``on_transition`` receives; the callback you pass still gets every record).
+* ``chat {model}``, kind CLIENT, one per model call: request model, provider, temperature,
+  max_tokens, server address, then the response model, the finish reason, the token usage and
+  the cost. It is the current span from the stream function's call until its stream is over,
+  so a provider's HTTP spans nest under it (and so do spans of listeners handling the
+  streamed ``message_update`` events).
+* ``execute_tool {tool}``, kind INTERNAL, one per tool execution: the tool's name, description
+  and call id. It is the current span while the tool runs, in the tool's task for an ``async``
+  tool and in the worker thread for a plain function (anyio copies the context into the
+  thread on both backends), so the tool's own spans nest under it.
+* Histograms ``gen_ai.client.operation.duration`` (s) and ``gen_ai.client.token.usage``
+  (``{token}``, by ``gen_ai.token.type``) per model call, and ``gen_ai.execute_tool.duration``
+  (s) per tool execution: v1.41.0 has no tool metric; this is the name the GenAI conventions'
+  own repository has since given it.
+
+Decisions where the task or the conventions leave a choice:
+
+* **Status.** A failure sets ERROR with the error's text as the description and
+  ``error.type``: the exception's class name when there is one, the HTTP status (``"429"``)
+  when a provider's error text starts with one, ``"tool_error"`` for a tool result with
+  ``is_error=True``, else ``"_OTHER"``. An **abort is not an error**: the spans it cut short
+  (the run, the model call, the tools in flight) keep status UNSET and get
+  ``agentcore_fsm.aborted=true``; the run span also says how the run ended in
+  ``agentcore_fsm.run.end_reason`` (``completed``, ``stopped``, ``aborted``, ``error``).
+  A ``BaseException`` that escapes the run (Ctrl-C) is recorded on the run span as an error.
+* **Token counts.** ``gen_ai.usage.input_tokens`` counts every input token, cached ones
+  included (``Usage.input + cache_read + cache_write``; the library's ``Usage.input`` is the
+  uncached part), as the conventions ask; ``gen_ai.usage.cache_read.input_tokens`` and
+  ``gen_ai.usage.cache_creation.input_tokens`` give the cached parts. Usage is recorded only
+  when the provider reported some (a zero ``Usage`` is "not reported"). The cost in dollars
+  (``Usage.cost.total``), which the conventions do not cover, is ``agentcore_fsm.usage.cost``.
+  The run span carries the sums over its model calls.
+* **Finish reasons** use the conventions' vocabulary: ``stop``, ``length``, ``tool_call``
+  (the library's ``toolUse``), ``error``; an aborted call says ``aborted``.
+* **Content is not recorded** unless ``record_content=True``: then model calls get
+  ``gen_ai.system_instructions``, ``gen_ai.input.messages`` and ``gen_ai.output.messages``
+  (JSON, in the conventions' message format) and tool spans ``gen_ai.tool.call.arguments`` and
+  ``gen_ai.tool.call.result``. Error texts are always recorded (they are diagnostics, but may
+  quote what a tool or hook put in its exception).
+* **Suspended runs.** A journaled run that stops to wait for approval decisions (its
+  ``RunSuspended``) gets ``agentcore_fsm.run.suspended=true`` on its run span, not an error.
+* **What has no span.** A tool call that never executes (unknown tool, invalid arguments,
+  blocked by ``before_tool_call``, truncated, answered by an abort before it started) has no
+  ``execute_tool`` span: the span is the execution. Hooks and polls get no spans of their own
+  (the transitions show them). A run resumed with ``resume_run`` is not traced.
+* **Transitions are span events**, so the SDK's limit of events per span (128 by default)
+  applies to long runs. ``agentcore-fsm diagram --run`` does not read traces: it reads a
+  ``RunRecorder`` file, which holds more (docs/tracing.md#the-state-machine-in-the-trace).
+
+Nothing here runs when tracing is off: the driver checks the switch once per run and imports
+this module (and OpenTelemetry) only for a traced run. A traced run is driven by a subclass of
+the driver that starts tool spans; the stream function and ``on_transition`` are wrapped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import metrics, trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+except ImportError as exc:  # pragma: no cover - only without the extra
+    raise ImportError(
+        "agentcore_fsm.integrations.otel needs the OpenTelemetry API: "
+        "pip install 'agentcore-fsm[otel]'"
+    ) from exc
+
+import anyio
+
+from agentcore_fsm.core.boundary import exc_text
+from agentcore_fsm.core.events import AgentEndEvent, StreamDone, StreamError
+from agentcore_fsm.core.protocol import ExecuteTool, ToolFinished
+from agentcore_fsm.core.tools import AgentToolResult
+from agentcore_fsm.core.version import __version__
+from agentcore_fsm.runtime import driver as _driver
+from agentcore_fsm.runtime.driver import _Driver
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import Span, TracerProvider
+
+    from agentcore_fsm.core.abort import AbortSignal
+    from agentcore_fsm.core.config import (
+        AgentContext,
+        AgentLoopConfig,
+        LlmContext,
+        StreamFn,
+        StreamOptions,
+    )
+    from agentcore_fsm.core.declared import TransitionRecord
+    from agentcore_fsm.core.messages import AgentMessage, AssistantMessage, Model
+    from agentcore_fsm.runtime.resume import StoreJournal
+
+__all__ = [
+    "ABORTED",
+    "COST",
+    "END_REASON",
+    "SCHEMA_URL",
+    "SEMCONV_VERSION",
+    "TRANSITION_EVENT",
+    "Instrumentation",
+    "get_instrumentation",
+    "instrument",
+    "uninstrument",
+]
+
+SEMCONV_VERSION = "1.41.0"
+"""The version of the OpenTelemetry semantic conventions whose GenAI part is followed."""
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+"""The schema URL of the instrumentation scope (``agentcore_fsm``)."""
+SCOPE = "agentcore_fsm"
+
+# --- names: the conventions' ----------------------------------------------------------------
+
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+AGENT_NAME = "gen_ai.agent.name"
+CONVERSATION_ID = "gen_ai.conversation.id"
+REQUEST_MODEL = "gen_ai.request.model"
+REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+RESPONSE_MODEL = "gen_ai.response.model"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+TOKEN_TYPE = "gen_ai.token.type"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+ERROR_TYPE = "error.type"
+OTHER_ERROR = "_OTHER"
+
+OPERATION_DURATION = "gen_ai.client.operation.duration"
+TOKEN_USAGE = "gen_ai.client.token.usage"
+TOOL_DURATION = "gen_ai.execute_tool.duration"
+DURATION_BUCKETS = tuple(0.01 * 2**i for i in range(14))  # 0.01, 0.02, 0.04, ... 81.92
+TOKEN_BUCKETS = tuple(float(4**i) for i in range(14))  # 1, 4, 16, ... 67108864
+
+# --- names: this library's (for what the conventions do not cover) ---------------------------
+
+ABORTED = "agentcore_fsm.aborted"
+"""``true`` on a span that an abort cut short (its status stays UNSET: an abort is no error)."""
+END_REASON = "agentcore_fsm.run.end_reason"
+"""How the run ended: ``agent_end.reason`` (``completed``, ``stopped``, ``aborted``, ``error``)."""
+SUSPENDED = "agentcore_fsm.run.suspended"
+"""``true`` on the run span of a journaled run that stopped to wait for approval decisions."""
+RUN_ID = "agentcore_fsm.run.id"
+"""The run id of a journaled run (``run_agent_loop(..., store=..., run_id=...)``)."""
+COST = "agentcore_fsm.usage.cost"
+"""What the model calls cost in dollars (``Usage.cost.total``; on the run span, the sum)."""
+REQUEST_REASONING = "agentcore_fsm.request.reasoning"
+"""The thinking level asked for (``StreamOptions.reasoning``), when one is."""
+TRANSITION_EVENT = "agentcore_fsm.transition"
+"""The name of the run span's event for each transition of the loop machine."""
+TRANSITION_INDEX = "agentcore_fsm.transition.index"
+TRANSITION_TRIGGER = "agentcore_fsm.transition.trigger"
+TRANSITION_SOURCE = "agentcore_fsm.transition.source"
+TRANSITION_DESTINATION = "agentcore_fsm.transition.destination"
+
+FINISH_REASON = {"stop": "stop", "length": "length", "toolUse": "tool_call", "error": "error"}
+"""The library's stop reasons in the conventions' finish-reason vocabulary (others as they are)."""
+_HTTP_STATUS = re.compile(r"^HTTP (\d{3})\b")
+
+
+class Instrumentation:
+    """Where a traced run's spans and measurements go, and what they hold.
+
+    ``tracer_provider`` and ``meter_provider`` default to OpenTelemetry's global ones (read when
+    a span or measurement is made, so they may be set later). ``record_content=True`` records
+    message content, tool arguments and tool results (see the module docstring); off by
+    default. ``agent_name`` names the run span (``invoke_agent {agent_name}``) and fills
+    ``gen_ai.agent.name``. The instruments are created once, here."""
+
+    __slots__ = (
+        "agent_name",
+        "meter",
+        "operation_duration",
+        "record_content",
+        "token_usage",
+        "tool_duration",
+        "tracer",
+    )
+
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        *,
+        record_content: bool = False,
+        agent_name: str | None = None,
+    ) -> None:
+        self.tracer = trace.get_tracer(SCOPE, __version__, tracer_provider, schema_url=SCHEMA_URL)
+        self.meter = metrics.get_meter(SCOPE, __version__, meter_provider, schema_url=SCHEMA_URL)
+        self.record_content = record_content
+        self.agent_name = agent_name
+        self.operation_duration = self.meter.create_histogram(
+            OPERATION_DURATION,
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.token_usage = self.meter.create_histogram(
+            TOKEN_USAGE,
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.tool_duration = self.meter.create_histogram(
+            TOOL_DURATION,
+            unit="s",
+            description="Duration of tool executions.",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+
+
+def instrument(
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    *,
+    record_content: bool = False,
+    agent_name: str | None = None,
+) -> Instrumentation:
+    """Trace every run from now on (those given ``instrument=False`` excepted): make an
+    :class:`Instrumentation` of these arguments the global one and return it. Calling it again
+    replaces the global instrumentation."""
+    made = Instrumentation(
+        tracer_provider, meter_provider, record_content=record_content, agent_name=agent_name
+    )
+    _driver._instrumentation = made
+    return made
+
+
+def uninstrument() -> None:
+    """Stop tracing runs that follow the global switch (runs in progress are still traced)."""
+    _driver._instrumentation = None
+
+
+def get_instrumentation() -> Instrumentation | None:
+    """The global :class:`Instrumentation` (None when :func:`instrument` is not in effect)."""
+    return _driver._instrumentation
+
+
+_default: Instrumentation | None = None
+
+
+def _resolve(setting: object) -> Instrumentation:
+    """The instrumentation of a run whose ``instrument`` setting (or the global one) is on."""
+    global _default
+    if isinstance(setting, Instrumentation):
+        return setting
+    if setting is True:
+        current = _driver._instrumentation
+        if current is not None:
+            return current
+        if _default is None:
+            _default = Instrumentation()
+        return _default
+    raise TypeError(
+        "instrument must be True, False, None or an "
+        "agentcore_fsm.integrations.otel.Instrumentation, "
+        f"not {type(setting).__name__}"
+    )
+
+
+# --- the traced run ---------------------------------------------------------------------------
+
+
+async def traced_run(
+    setting: object,
+    prompts: list[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: Any,
+    signal: AbortSignal,
+    stream_fn: StreamFn,
+    on_transition: Callable[[TransitionRecord], None] | None,
+    control: AbortSignal | None,
+    journal: StoreJournal | None,
+    continuing: bool,
+) -> list[AgentMessage]:
+    """Run ``driver._run`` under an ``invoke_agent`` span (called by the driver when tracing is
+    on for the run: ``setting`` is its ``instrument`` value or the global instrumentation)."""
+    run = _RunTrace(_resolve(setting), config, journal, control if control is not None else signal)
+    token = otel_context.attach(run.context)
+    try:
+        messages = await _driver._run(
+            prompts,
+            context,
+            config,
+            emit,
+            signal,
+            run.wrap_stream_fn(stream_fn),
+            run.wrap_on_transition(on_transition),
+            control,
+            journal,
+            continuing,
+            instrument=False,
+            make_driver=run.driver,
+        )
+    except BaseException as exc:
+        run.end(exc)
+        raise
+    finally:
+        otel_context.detach(token)
+    run.end(None)
+    return messages
+
+
+def _type_name(exc: BaseException) -> str:
+    return type(exc).__qualname__
+
+
+def _set_error(span: Span, error_type: str, description: str) -> None:
+    span.set_attribute(ERROR_TYPE, error_type)
+    span.set_status(Status(StatusCode.ERROR, description))
+
+
+class _RunTrace:
+    """One traced run: its ``invoke_agent`` span and what its model calls added up to."""
+
+    def __init__(
+        self,
+        inst: Instrumentation,
+        config: AgentLoopConfig,
+        journal: StoreJournal | None,
+        control: AbortSignal,
+    ) -> None:
+        self.inst = inst
+        self.control = control  # the signal that decides (it fires on every abort)
+        self.cancelled = anyio.get_cancelled_exc_class()
+        model = config.model
+        attributes: dict[str, Any] = {
+            OPERATION: "invoke_agent",
+            PROVIDER: model.provider,
+            REQUEST_MODEL: model.id,
+        }
+        name = "invoke_agent"
+        if inst.agent_name:
+            attributes[AGENT_NAME] = inst.agent_name
+            name = f"invoke_agent {inst.agent_name}"
+        if config.session_id:
+            attributes[CONVERSATION_ID] = config.session_id
+        run_id = getattr(journal, "run_id", None)
+        if isinstance(run_id, str):
+            attributes[RUN_ID] = run_id
+        self.span = inst.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+        self.context = trace.set_span_in_context(self.span)
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cache_read = 0
+        self.cache_write = 0
+        self.cost = 0.0
+        self.reported = False
+        self.end_event: AgentEndEvent | None = None
+
+    # what the driver is given instead of the caller's own
+
+    def driver(self, *args: Any) -> _TracedDriver:
+        return _TracedDriver(self, *args)
+
+    def wrap_on_transition(
+        self, observer: Callable[[TransitionRecord], None] | None
+    ) -> Callable[[TransitionRecord], None]:
+        add_event = self.span.add_event
+
+        def on_transition(record: TransitionRecord) -> None:
+            add_event(
+                TRANSITION_EVENT,
+                {
+                    TRANSITION_INDEX: record.index,
+                    TRANSITION_TRIGGER: record.trigger,
+                    TRANSITION_SOURCE: record.source,
+                    TRANSITION_DESTINATION: record.dest,
+                },
+            )
+            if observer is not None:
+                observer(record)
+
+        return on_transition
+
+    def wrap_stream_fn(self, stream_fn: StreamFn) -> StreamFn:
+        def traced(model: Model, llm_context: LlmContext, options: StreamOptions) -> Any:
+            call = _ModelCall(self, model, llm_context, options)
+            token = otel_context.attach(call.context)
+            try:
+                stream: Any = stream_fn(model, llm_context, options)
+            except BaseException as exc:
+                call.raised(exc)
+                raise
+            finally:
+                otel_context.detach(token)
+            if inspect.isawaitable(stream):
+                return call.awaited(stream)
+            return call.wrap(stream)
+
+        return cast("StreamFn", traced)
+
+    # the end
+
+    def add_usage(self, input_tokens: int, output: int, cache_read: int, cache_write: int) -> None:
+        self.reported = True
+        self.input_tokens += input_tokens
+        self.output_tokens += output
+        self.cache_read += cache_read
+        self.cache_write += cache_write
+
+    def end(self, exc: BaseException | None) -> None:
+        span = self.span
+        attributes: dict[str, Any] = {}
+        if self.reported:
+            attributes[INPUT_TOKENS] = self.input_tokens
+            attributes[OUTPUT_TOKENS] = self.output_tokens
+            if self.cache_read:
+                attributes[CACHE_READ_TOKENS] = self.cache_read
+            if self.cache_write:
+                attributes[CACHE_CREATION_TOKENS] = self.cache_write
+        if self.cost:
+            attributes[COST] = self.cost
+        event = self.end_event
+        if event is not None:
+            attributes[END_REASON] = event.reason
+            if event.reason == "aborted":
+                attributes[ABORTED] = True
+            elif event.reason == "error":
+                _set_error(span, OTHER_ERROR, _run_error_text(event.messages))
+        if exc is not None:
+            if isinstance(exc, self.cancelled):
+                attributes[ABORTED] = True  # cancelled from outside: closed like an abort
+            elif _suspended(exc):
+                attributes[SUSPENDED] = True  # waits for approvals: not an error
+            else:
+                span.record_exception(exc)
+                _set_error(span, _type_name(exc), f"{_type_name(exc)}: {exc_text(exc)}")
+        span.set_attributes(attributes)
+        span.end()
+
+
+def _suspended(exc: BaseException) -> bool:
+    """``exc`` is the :class:`~agentcore_fsm.core.approval.RunSuspended` of a journaled run that
+    stopped to wait for approval decisions (matched by name: nothing is imported for it)."""
+    kind = type(exc)
+    return kind.__name__ == "RunSuspended" and kind.__module__ == "agentcore_fsm.core.approval"
+
+
+def _run_error_text(messages: Sequence[Any]) -> str:
+    for message in reversed(messages):
+        if getattr(message, "role", None) == "assistant" and message.stop_reason == "error":
+            text = message.error_message
+            if isinstance(text, str) and text:
+                return text
+            break
+    return "the run ended with an error"
+
+
+class _TracedDriver(_Driver):
+    """The driver of a traced run: it runs every tool execution inside its ``execute_tool``
+    span, and notes how the run ended (its ``agent_end``)."""
+
+    def __init__(self, run: _RunTrace, *args: Any) -> None:
+        super().__init__(*args)
+        self._trace = run
+        self._outcomes: dict[int, ToolFinished] = {}
+
+    def _post(self, item: Any) -> None:  # Any: whatever the driver's inbox takes
+        if type(item) is ToolFinished:
+            self._outcomes[item.index] = item  # what the tool's execution came to
+        super()._post(item)
+
+    async def _deliver(self, events: list[Any]) -> None:
+        if events:
+            last = events[-1]
+            if type(last) is AgentEndEvent:
+                self._trace.end_event = last
+        await super()._deliver(events)
+
+    async def _run_tool(self, effect: ExecuteTool) -> None:
+        if self._halt:
+            await super()._run_tool(effect)  # it starts nothing either
+            return
+        call = _ToolCall(self._trace, effect)
+        token = otel_context.attach(call.context)
+        try:
+            await super()._run_tool(effect)
+        except BaseException as exc:
+            call.raised(exc)
+            raise
+        finally:
+            otel_context.detach(token)
+        call.finished(self._outcomes.pop(effect.index, None))
+
+
+# --- model calls ------------------------------------------------------------------------------
+
+
+def _server(base_url: str) -> tuple[str, int] | None:
+    if not base_url:
+        return None
+    try:
+        parts = urlsplit(base_url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    return host, port
+
+
+class _ModelCall:
+    """One model call's ``chat`` span; ends at the stream's terminal event (or its end)."""
+
+    __slots__ = ("attributes", "context", "finished", "run", "span", "started")
+
+    def __init__(
+        self, run: _RunTrace, model: Model, llm_context: LlmContext, options: StreamOptions
+    ) -> None:
+        self.run = run
+        self.finished = False
+        measured: dict[str, Any] = {
+            OPERATION: "chat",
+            PROVIDER: model.provider,
+            REQUEST_MODEL: model.id,
+        }
+        server = _server(model.base_url)
+        if server is not None:
+            measured[SERVER_ADDRESS], measured[SERVER_PORT] = server
+        self.attributes = measured  # the metrics' attributes (the span has more)
+        attributes = dict(measured)
+        if options.temperature is not None:
+            attributes[REQUEST_TEMPERATURE] = options.temperature
+        if options.max_tokens is not None:
+            attributes[REQUEST_MAX_TOKENS] = options.max_tokens
+        if options.reasoning:
+            attributes[REQUEST_REASONING] = options.reasoning
+        if options.session_id:
+            attributes[CONVERSATION_ID] = options.session_id
+        if run.inst.record_content:
+            if llm_context.system_prompt:
+                attributes[SYSTEM_INSTRUCTIONS] = _dumps(
+                    [{"type": "text", "content": llm_context.system_prompt}]
+                )
+            attributes[INPUT_MESSAGES] = _dumps([_message(m) for m in llm_context.messages])
+        name = f"chat {model.id}" if model.id else "chat"
+        self.span = run.inst.tracer.start_span(name, run.context, SpanKind.CLIENT, attributes)
+        self.context = trace.set_span_in_context(self.span, run.context)
+        self.started = time.perf_counter()
+
+    async def awaited(self, pending: Awaitable[Any]) -> Any:
+        """The stream function returned an awaitable: await it in the span's context."""
+        token = otel_context.attach(self.context)
+        try:
+            stream = await pending
+        except BaseException as exc:
+            self.raised(exc)
+            raise
+        finally:
+            otel_context.detach(token)
+        return self.wrap(stream)
+
+    def wrap(self, stream: Any) -> Any:
+        if not hasattr(stream, "__aiter__"):
+            # not a stream: the driver fails the run with its own text; the call failed too
+            self.failed("TypeError", f"the stream function returned {type(stream).__name__}")
+            return stream
+        return _TracedStream(self, stream)
+
+    def _end(self, usage: tuple[int, int] | None) -> None:
+        self.finished = True
+        self.span.end()
+        inst = self.run.inst
+        inst.operation_duration.record(time.perf_counter() - self.started, self.attributes)
+        if usage is not None:
+            measured = {k: v for k, v in self.attributes.items() if k != ERROR_TYPE}
+            inst.token_usage.record(usage[0], {**measured, TOKEN_TYPE: "input"})
+            inst.token_usage.record(usage[1], {**measured, TOKEN_TYPE: "output"})
+
+    def failed(self, error_type: str, description: str) -> None:
+        if self.finished:
+            return
+        _set_error(self.span, error_type, description)
+        self.attributes[ERROR_TYPE] = error_type
+        self._end(None)
+
+    def aborted(self) -> None:
+        if self.finished:
+            return
+        self.span.set_attribute(ABORTED, True)
+        self._end(None)
+
+    def raised(self, exc: BaseException) -> None:
+        if self.finished:
+            return
+        if isinstance(exc, self.run.cancelled):
+            self.aborted()
+        else:
+            self.span.record_exception(exc)
+            self.failed(_type_name(exc), exc_text(exc))
+
+    def closed(self) -> None:
+        """The driver closed the stream; before its terminal event, that is an abort or the
+        run stopping for another reason (a failure elsewhere)."""
+        if self.finished:
+            return
+        if self.run.control.aborted:
+            self.aborted()
+        else:
+            self.failed(OTHER_ERROR, "the stream was closed before its done or error event")
+
+    def done(self, message: AssistantMessage) -> None:
+        """The terminal event: ``message`` is the call's final assistant message."""
+        if self.finished:
+            return
+        span = self.span
+        stop = message.stop_reason
+        attributes: dict[str, Any] = {FINISH_REASONS: (FINISH_REASON.get(stop, stop),)}
+        if message.model and message.model != "unknown":
+            attributes[RESPONSE_MODEL] = message.model
+            self.attributes[RESPONSE_MODEL] = message.model
+        usage = message.usage
+        input_tokens = usage.input + usage.cache_read + usage.cache_write
+        counted: tuple[int, int] | None = None
+        if input_tokens or usage.output:
+            counted = (input_tokens, usage.output)
+            attributes[INPUT_TOKENS] = input_tokens
+            attributes[OUTPUT_TOKENS] = usage.output
+            if usage.cache_read:
+                attributes[CACHE_READ_TOKENS] = usage.cache_read
+            if usage.cache_write:
+                attributes[CACHE_CREATION_TOKENS] = usage.cache_write
+            self.run.add_usage(input_tokens, usage.output, usage.cache_read, usage.cache_write)
+        cost = usage.cost.total
+        if cost:
+            attributes[COST] = cost
+            self.run.cost += cost
+        if self.run.inst.record_content:
+            attributes[OUTPUT_MESSAGES] = _dumps([_message(message, output=True)])
+        span.set_attributes(attributes)
+        if stop == "error":
+            text = message.error_message or "the model call failed"
+            match = _HTTP_STATUS.match(text)
+            error_type = match.group(1) if match else OTHER_ERROR
+            _set_error(span, error_type, text)
+            self.attributes[ERROR_TYPE] = error_type
+        elif stop == "aborted":
+            span.set_attribute(ABORTED, True)
+        self._end(counted)
+
+
+class _TracedStream:
+    """The stream a traced model call hands the driver: the stream function's own. The
+    ``chat`` span is made current (in the driver's task) when the stream is first read and
+    stays current until the stream is over: one attach and one detach per model call, nothing
+    per delta but this pass-through. The span ends at the terminal event, but its context is
+    left only once the stream has raised, run out or been closed by the driver (after the
+    source's own ``aclose``): a stream function that keeps a span of its own current across
+    its yields leaves it first, so the contexts are left in the order they were entered."""
+
+    __slots__ = ("_call", "_iterator", "_source", "_token")
+
+    def __init__(self, call: _ModelCall, source: Any) -> None:
+        self._call = call
+        self._source = source
+        self._iterator: Any = None
+        self._token: Any = None
+
+    def _enter(self) -> None:
+        if self._token is None and not self._call.finished:
+            self._token = otel_context.attach(self._call.context)
+
+    def _leave(self) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            otel_context.detach(token)
+
+    def __aiter__(self) -> _TracedStream:
+        self._enter()
+        try:
+            self._iterator = self._source.__aiter__()
+        except BaseException as exc:
+            self._leave()
+            self._call.raised(exc)
+            raise
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._token is None:
+            self._enter()
+        try:
+            event = await self._iterator.__anext__()
+        except StopAsyncIteration:
+            self._leave()
+            self._call.failed(OTHER_ERROR, "Stream function ended without a done or error event")
+            raise
+        except BaseException as exc:
+            self._leave()
+            self._call.raised(exc)
+            raise
+        kind = type(event)
+        if kind is StreamDone:
+            self._call.done(event.message)
+        elif kind is StreamError:
+            self._call.done(event.error)
+        return event
+
+    async def aclose(self) -> None:
+        self._call.closed()
+        aclose = getattr(self._source, "aclose", None)
+        try:
+            if aclose is not None:
+                await aclose()
+        finally:
+            self._leave()
+
+
+# --- tool executions --------------------------------------------------------------------------
+
+
+class _ToolCall:
+    """One tool execution's ``execute_tool`` span."""
+
+    __slots__ = ("attributes", "context", "run", "span", "started")
+
+    def __init__(self, run: _RunTrace, effect: ExecuteTool) -> None:
+        self.run = run
+        name = effect.tool_call.name
+        self.attributes: dict[str, Any] = {OPERATION: "execute_tool", TOOL_NAME: name}
+        attributes = {**self.attributes, TOOL_CALL_ID: effect.tool_call.id, TOOL_TYPE: "function"}
+        if effect.tool.description:
+            attributes[TOOL_DESCRIPTION] = effect.tool.description
+        if run.inst.record_content:
+            attributes[TOOL_CALL_ARGUMENTS] = _dumps(_jsonable(effect.args))
+        self.span = run.inst.tracer.start_span(
+            f"execute_tool {name}", run.context, SpanKind.INTERNAL, attributes
+        )
+        self.context = trace.set_span_in_context(self.span, run.context)
+        self.started = time.perf_counter()
+
+    def _end(self) -> None:
+        self.span.end()
+        self.run.inst.tool_duration.record(time.perf_counter() - self.started, self.attributes)
+
+    def _failed(self, error_type: str, description: str) -> None:
+        _set_error(self.span, error_type, description)
+        self.attributes[ERROR_TYPE] = error_type
+
+    def raised(self, exc: BaseException) -> None:
+        """The execution was cancelled (an abort, or the run's cancellation), or raised past
+        the driver."""
+        if isinstance(exc, self.run.cancelled):
+            self.span.set_attribute(ABORTED, True)
+        else:
+            self.span.record_exception(exc)
+            self._failed(_type_name(exc), exc_text(exc))
+        self._end()
+
+    def finished(self, outcome: ToolFinished | None) -> None:
+        span = self.span
+        if outcome is None:
+            # no outcome: the run was stopping (the signal fired before the tool started, or
+            # user code raised a BaseException)
+            span.set_attribute(ABORTED, True)
+        elif outcome.error is not None:
+            error = outcome.error
+            span.record_exception(error)
+            self._failed(_type_name(error), exc_text(error))
+        else:
+            result = outcome.result
+            if isinstance(result, dict):
+                try:
+                    result = AgentToolResult.model_validate(result)
+                except ValueError:
+                    pass
+            if not isinstance(result, AgentToolResult):
+                self._failed(OTHER_ERROR, f"the tool returned {type(result).__name__}")
+            elif result.is_error:
+                self._failed("tool_error", "the tool returned an error result")
+            if self.run.inst.record_content:
+                span.set_attribute(TOOL_CALL_RESULT, _dumps(_jsonable(result)))
+        self._end()
+
+
+# --- content (recorded only with record_content=True) -----------------------------------------
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)  # pydantic models: messages, results, parameters
+    if callable(dump):
+        try:
+            return dump(mode="json", by_alias=True, exclude_none=True)
+        except Exception:
+            return str(value)
+    return value
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    """Content blocks as the conventions' message parts."""
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append({"type": "text", "content": block.text})
+        elif kind == "thinking":
+            parts.append({"type": "reasoning", "content": "" if block.redacted else block.thinking})
+        elif kind == "toolCall":
+            call = {"type": "tool_call", "id": block.id, "name": block.name}
+            parts.append({**call, "arguments": block.arguments})
+        elif kind == "image":
+            image = {"type": "blob", "modality": "image", "mime_type": block.mime_type}
+            parts.append({**image, "content": block.data})
+        else:
+            parts.append({"type": str(kind), "content": _jsonable(block)})
+    return parts
+
+
+def _message(message: Any, output: bool = False) -> dict[str, Any]:
+    """A message in the conventions' message format (``output``: with its finish reason)."""
+    role = getattr(message, "role", None)
+    if role == "toolResult":
+        blocks = _parts(message.content)
+        texts = [p["content"] for p in blocks if p["type"] == "text"]
+        response: Any = "".join(texts) if len(texts) == len(blocks) else blocks
+        part = {"type": "tool_call_response", "id": message.tool_call_id, "response": response}
+        return {"role": "tool", "parts": [part]}
+    made: dict[str, Any] = {"role": role, "parts": _parts(message.content)}
+    if output:
+        stop = message.stop_reason
+        made["finish_reason"] = FINISH_REASON.get(stop, stop)
+    return made

@@ -1,0 +1,226 @@
+"""A deterministic, scripted stream function: the demo's model and the one to use in tests.
+
+Queue assistant responses; each model call plays back the next one as a real stream (``start``,
+``*_start``/``*_delta``/``*_end`` for every block in chunks of ``chunk_size`` characters, then
+``done``), updating one partial message in place as a real provider does::
+
+    faux = FauxProvider([
+        faux_response(tool_calls=[faux_tool_call("add", {"a": 1, "b": 2})]),
+        faux_response("The sum is 3."),
+    ])
+    await run_agent_loop(prompts, context, config, stream_fn=faux)
+
+A response may also be a callable ``(llm_context) -> AssistantMessage`` (to answer from what the
+model was sent), or a :class:`FauxError` to end the call with an ``error`` event. An exhausted
+script ends each further call with the error ``No more faux responses queued``. The signal is
+honoured between chunks: the call then ends with ``stop_reason="aborted"`` and
+``error_message="Request was aborted"``. ``delay`` (seconds) sleeps before every chunk.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from agentcore_fsm.core.config import LlmContext, StreamOptions
+from agentcore_fsm.core.events import (
+    StreamDone,
+    StreamError,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ThinkingDelta,
+    ThinkingEnd,
+    ThinkingStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from agentcore_fsm.core.messages import (
+    AssistantMessage,
+    Model,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+)
+
+__all__ = ["FauxError", "FauxProvider", "faux_response", "faux_tool_call"]
+
+EXHAUSTED = "No more faux responses queued"
+
+
+@dataclass
+class FauxError:
+    """A scripted failure: the call ends with an ``error`` event carrying ``message``."""
+
+    message: str = "Faux provider error"
+
+
+FauxItem = AssistantMessage | FauxError | Callable[[LlmContext], "AssistantMessage | FauxError"]
+
+_counter = 0
+
+
+def faux_tool_call(
+    name: str, arguments: dict[str, Any] | None = None, id: str | None = None
+) -> ToolCall:
+    """A tool-call block (ids are ``call_1``, ``call_2``, ... unless given)."""
+    global _counter
+    if id is None:
+        _counter += 1
+        id = f"call_{_counter}"
+    return ToolCall(id=id, name=name, arguments=arguments or {})
+
+
+def faux_response(
+    text: str | None = None,
+    *,
+    thinking: str | None = None,
+    tool_calls: Iterable[ToolCall] = (),
+    stop_reason: StopReason | None = None,
+    error_message: str | None = None,
+    usage: Usage | None = None,
+) -> AssistantMessage:
+    """A scripted assistant message: thinking, then text, then tool calls. ``stop_reason``
+    defaults to ``"toolUse"`` when there are tool calls, else ``"stop"``."""
+    content: list[Any] = []
+    if thinking is not None:
+        content.append(ThinkingContent(thinking=thinking))
+    if text is not None:
+        content.append(TextContent(text=text))
+    calls = list(tool_calls)
+    content.extend(calls)
+    return AssistantMessage(
+        content=content,
+        stop_reason=stop_reason or ("toolUse" if calls else "stop"),
+        error_message=error_message,
+        usage=usage or Usage(),
+    )
+
+
+class FauxProvider:
+    """A stream function playing back a script (see the module docstring).
+
+    ``responses`` are played one per model call; ``chunk_size`` is the length of each streamed
+    delta; ``delay`` (seconds) sleeps before every chunk; ``send_start=False`` leaves the
+    ``start`` event out (to test a stream function that forgets it). :attr:`calls` keeps the
+    context of every call."""
+
+    def __init__(
+        self,
+        responses: Iterable[FauxItem] = (),
+        *,
+        chunk_size: int = 8,
+        delay: float = 0.0,
+        send_start: bool = True,
+    ) -> None:
+        self.responses: deque[FauxItem] = deque(responses)
+        self.chunk_size = max(1, chunk_size)
+        self.delay = delay
+        self.send_start = send_start
+        self.calls: list[LlmContext] = []
+        """The context of every call, in order (what the model was sent)."""
+
+    def queue(self, *responses: FauxItem) -> None:
+        """Add ``responses`` to the end of the script."""
+        self.responses.extend(responses)
+
+    def __call__(
+        self, model: Model, context: LlmContext, options: StreamOptions
+    ) -> AsyncIterator[Any]:
+        """Play the next scripted response as a stream (an error when none is left)."""
+        self.calls.append(context)
+        item: Any = self.responses.popleft() if self.responses else FauxError(EXHAUSTED)
+        if callable(item) and not isinstance(item, (AssistantMessage, FauxError)):
+            item = item(context)
+        return self._play(model, item, options)
+
+    def _chunks(self, text: str) -> list[str]:
+        n = self.chunk_size
+        return [text[i : i + n] for i in range(0, len(text), n)] or [""]
+
+    async def _play(self, model: Model, item: Any, options: StreamOptions) -> AsyncIterator[Any]:
+        signal = options.signal
+        partial = AssistantMessage(
+            api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
+        )
+
+        def aborted() -> bool:
+            return signal is not None and signal.aborted
+
+        async def pause() -> None:
+            if self.delay:
+                await anyio.sleep(self.delay)
+
+        def finish_aborted() -> StreamError:
+            partial.stop_reason = "aborted"
+            partial.error_message = "Request was aborted"
+            return StreamError(reason="aborted", error=partial)
+
+        if isinstance(item, FauxError):
+            await pause()
+            partial.stop_reason = "error"
+            partial.error_message = item.message
+            partial.content = [TextContent(text="")]
+            yield StreamError(reason="error", error=partial)
+            return
+        await pause()
+        if aborted():
+            yield finish_aborted()
+            return
+        if self.send_start:
+            yield StreamStart(partial=partial)
+        content = partial.content
+        for block in item.content:
+            index = len(content)
+            if isinstance(block, TextContent):
+                part = TextContent(text="", text_signature=block.text_signature)
+                content.append(part)
+                yield TextStart(content_index=index, partial=partial)
+                for chunk in self._chunks(block.text):
+                    await pause()
+                    if aborted():
+                        yield finish_aborted()
+                        return
+                    part.text += chunk
+                    yield TextDelta(content_index=index, delta=chunk, partial=partial)
+                yield TextEnd(content_index=index, content=part.text, partial=partial)
+            elif isinstance(block, ThinkingContent):
+                think = ThinkingContent(thinking="", thinking_signature=block.thinking_signature)
+                content.append(think)
+                yield ThinkingStart(content_index=index, partial=partial)
+                for chunk in self._chunks(block.thinking):
+                    await pause()
+                    if aborted():
+                        yield finish_aborted()
+                        return
+                    think.thinking += chunk
+                    yield ThinkingDelta(content_index=index, delta=chunk, partial=partial)
+                yield ThinkingEnd(content_index=index, content=think.thinking, partial=partial)
+            elif isinstance(block, ToolCall):
+                call = ToolCall(id=block.id, name=block.name, arguments={})
+                content.append(call)
+                yield ToolCallStart(content_index=index, partial=partial)
+                for chunk in self._chunks(json.dumps(block.arguments)):
+                    await pause()
+                    if aborted():
+                        yield finish_aborted()
+                        return
+                    yield ToolCallDelta(content_index=index, delta=chunk, partial=partial)
+                call.arguments = block.arguments
+                yield ToolCallEnd(content_index=index, tool_call=call, partial=partial)
+        partial.usage = item.usage
+        partial.stop_reason = item.stop_reason
+        partial.error_message = item.error_message
+        if item.stop_reason in ("error", "aborted"):
+            yield StreamError(reason=item.stop_reason, error=partial)
+        else:
+            yield StreamDone(reason=item.stop_reason, message=partial)
