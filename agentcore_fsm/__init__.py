@@ -33,6 +33,7 @@ from agentcore_fsm.core.config import (
 )
 from agentcore_fsm.core.declared import MachineInputError
 from agentcore_fsm.core.events import AgentEndEvent, AgentEvent, AssistantMessageEvent
+from agentcore_fsm.core.function_tools import tool
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import (
     AgentMessage,
@@ -47,6 +48,7 @@ from agentcore_fsm.core.messages import (
     UserMessage,
 )
 from agentcore_fsm.core.protocol import Step
+from agentcore_fsm.core.run_context import RunContext
 from agentcore_fsm.core.tools import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -146,6 +148,7 @@ __all__ = [
     "Model",
     "OpenAIProvider",
     "PrepareNextTurnContext",
+    "RunContext",
     "RunRecorder",
     "RunStore",
     "RunStoreError",
@@ -171,4 +174,5 @@ __all__ = [
     "run_agent_loop",
     "run_agent_loop_continue",
     "set_default_stream_fn",
+    "tool",
 ]

@@ -75,6 +75,7 @@ from agentcore_fsm.core.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
 from agentcore_fsm.runtime import driver
 from agentcore_fsm.runtime.driver import (
@@ -431,6 +432,9 @@ class Agent:
     ``approval_timeout_s`` denies what is not decided in time); with a store, :meth:`suspend`
     leaves such a run waiting in the store for a later process. See
     docs/reference.md#approval-of-tool-calls.
+
+    ``deps`` is the dependencies object every run of the agent hands its tools and hooks (see
+    docs/tools.md).
     """
 
     def __init__(
@@ -459,6 +463,7 @@ class Agent:
         options: ModelCallOptions | None = None,
         store: RunStore | None = None,
         approval_timeout_s: float | None = None,
+        deps: Any = None,
     ) -> None:
         if model is None:
             model = Model(id="unknown", provider="unknown", api="unknown")
@@ -508,6 +513,9 @@ class Agent:
         self._waiters: dict[str, _ApprovalWaiter] = {}  # calls of the running run that wait
         self._decisions: dict[str, ApprovalDecision] = {}  # made before the run asks again
         self._suspending = False
+        self.deps = deps
+        """The dependencies object of the agent's runs: what its tools and hooks reach (a
+        function tool's ``RunContext.deps``, ``current_run().deps``; see docs/tools.md)."""
         if store is not None:
             self._load_session(store, bool(self._state._messages))
 
@@ -1062,17 +1070,17 @@ class Agent:
 
                 assert store is not None
                 self._interrupted = None
-                messages = await resume_run(
-                    resume,
-                    store,
-                    config,
-                    self._emit,
-                    tools=state.tools,
-                    signal=controller.signal,
-                    stream_fn=stream_fn,
-                    on_transition=self.on_transition,
-                )
-                return messages
+                with bind_run(self.deps) as scope:
+                    return await resume_run(
+                        resume,
+                        store,
+                        config,
+                        scope.watch(self._emit),
+                        tools=state.tools,
+                        signal=controller.signal,
+                        stream_fn=stream_fn,
+                        on_transition=self.on_transition,
+                    )
             if prompts is None:
                 return await run_agent_loop_continue(
                     context,
@@ -1081,6 +1089,7 @@ class Agent:
                     signal=controller.signal,
                     stream_fn=stream_fn,
                     on_transition=self.on_transition,
+                    deps=self.deps,
                     **journal,
                 )
             return await run_agent_loop(
@@ -1091,6 +1100,7 @@ class Agent:
                 signal=controller.signal,
                 stream_fn=stream_fn,
                 on_transition=self.on_transition,
+                deps=self.deps,
                 **journal,
             )
         except RunSuspended as exc:

@@ -100,6 +100,7 @@ from agentcore_fsm.core.protocol import (
     ToolFinished,
     ToolUpdated,
 )
+from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.core.tools import AgentToolResult
 from agentcore_fsm.runtime.tasks import ToolTasks, on_trio
 
@@ -856,6 +857,7 @@ async def run_agent_loop(
     run_id: str | None = None,
     session_id: str | None = None,
     instrument: bool | Instrumentation | None = None,
+    deps: Any = None,
 ) -> list[AgentMessage]:
     """Run the loop with ``prompts`` appended to (a copy of) ``context``; return the messages
     the run created. ``emit(event)`` (sync or async) is awaited for every event, in order.
@@ -868,20 +870,24 @@ async def run_agent_loop(
     :class:`~agentcore_fsm.SqliteRunStore`) the run is journaled under ``run_id`` (required,
     new) as it goes, and :func:`~agentcore_fsm.resume_run` continues it after a crash; see
     docs/reference.md#runs-that-survive. ``session_id`` groups runs (an Agent's session).
+
+    ``deps``: the run's dependencies object, which its tools and hooks reach (a function
+    tool's ``RunContext.deps``, or ``current_run().deps``; see docs/tools.md).
     """
     fn = _resolve_stream_fn(stream_fn)
     journal = _journal(store, run_id, session_id)
-    return await _run(
-        _as_prompts(prompts),
-        context,
-        config,
-        emit,
-        signal,
-        fn,
-        on_transition,
-        journal=journal,
-        instrument=instrument,
-    )
+    with bind_run(deps) as scope:  # deps and usage so far, for tools and hooks
+        return await _run(
+            _as_prompts(prompts),
+            context,
+            config,
+            scope.watch(emit),
+            signal,
+            fn,
+            on_transition,
+            journal=journal,
+            instrument=instrument,
+        )
 
 
 async def run_agent_loop_continue(
@@ -896,25 +902,27 @@ async def run_agent_loop_continue(
     run_id: str | None = None,
     session_id: str | None = None,
     instrument: bool | Instrumentation | None = None,
+    deps: Any = None,
 ) -> list[AgentMessage]:
     """Continue from ``context`` as it is (no prompts). Raises ``ValueError`` before emitting
     anything when the transcript is empty or ends with an assistant message. ``store``,
-    ``run_id``, ``session_id`` and ``instrument`` as for :func:`run_agent_loop`."""
+    ``run_id``, ``session_id``, ``instrument`` and ``deps`` as for :func:`run_agent_loop`."""
     fn = _resolve_stream_fn(stream_fn)
     _check_continue(context)
     journal = _journal(store, run_id, session_id)
-    return await _run(
-        [],
-        context,
-        config,
-        emit,
-        signal,
-        fn,
-        on_transition,
-        journal=journal,
-        continuing=True,
-        instrument=instrument,
-    )
+    with bind_run(deps) as scope:
+        return await _run(
+            [],
+            context,
+            config,
+            scope.watch(emit),
+            signal,
+            fn,
+            on_transition,
+            journal=journal,
+            continuing=True,
+            instrument=instrument,
+        )
 
 
 def _journal(
@@ -965,6 +973,7 @@ async def _loop_cm(
     stream_fn: StreamFn | None,
     on_transition: Callable[[TransitionRecord], None] | None,
     continuing: bool,
+    deps: Any = None,
 ) -> AsyncIterator[EventStream]:
     fn = _resolve_stream_fn(stream_fn)  # raised on entering the block
     if continuing:
@@ -982,12 +991,12 @@ async def _loop_cm(
 
     async def runner() -> None:
         try:
-            with send:
+            with send, bind_run(deps) as scope:
                 stream._result = await _run(
                     prompts,
                     context,
                     config,
-                    emit,
+                    scope.watch(emit),
                     signal or inner.signal,
                     fn,
                     on_transition,
@@ -1029,11 +1038,13 @@ def agent_loop(
     signal: AbortSignal | None = None,
     stream_fn: StreamFn | None = None,
     on_transition: Callable[[TransitionRecord], None] | None = None,
+    deps: Any = None,
 ) -> Any:
     """``async with agent_loop(...) as events:`` — iterate the run's events; ``await
     events.result()`` for the new messages. Leaving the block early aborts the run cleanly.
-    The stream function is checked on entering."""
-    return _loop_cm(_as_prompts(prompts), context, config, signal, stream_fn, on_transition, False)
+    The stream function is checked on entering. ``deps`` as for :func:`run_agent_loop`."""
+    prompt_list = _as_prompts(prompts)
+    return _loop_cm(prompt_list, context, config, signal, stream_fn, on_transition, False, deps)
 
 
 def agent_loop_continue(
@@ -1043,6 +1054,7 @@ def agent_loop_continue(
     signal: AbortSignal | None = None,
     stream_fn: StreamFn | None = None,
     on_transition: Callable[[TransitionRecord], None] | None = None,
+    deps: Any = None,
 ) -> Any:
     """The context-manager form of :func:`run_agent_loop_continue` (checks on entering)."""
-    return _loop_cm([], context, config, signal, stream_fn, on_transition, True)
+    return _loop_cm([], context, config, signal, stream_fn, on_transition, True, deps)

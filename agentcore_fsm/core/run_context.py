@@ -1,0 +1,236 @@
+"""What a run hands its tools and hooks besides their arguments: its dependencies, its usage so
+far, and (for a tool) a :class:`RunContext` with the call's id, the abort signal and a progress
+reporter.
+
+A run binds a :class:`RunScope` to a :class:`contextvars.ContextVar` where it starts
+(``run_agent_loop(..., deps=...)``, ``agent_loop``, an ``Agent(deps=...)``; see
+:func:`bind_run`). anyio copies the context into the tasks a run starts and into the worker
+threads that run plain-function tools, so every tool and hook of the run sees that scope, and
+two runs at once (or a run inside a tool of another run) each see their own:
+
+* a function tool (:func:`agentcore_fsm.core.function_tools.tool`) whose first parameter is
+  typed ``RunContext[Deps]`` receives a :class:`RunContext` made for the call;
+* any other code running inside the run (a hook, a hand-written ``execute``) calls
+  :func:`current_run` for the scope: ``current_run().deps``, ``current_run().usage``.
+
+Usage so far is the sum of the ``usage`` of the assistant messages the run has completed
+(their ``message_end`` events): when a tool runs, that includes the response that called it.
+The scope sees the events the run delivers (:meth:`RunScope.watch`); a run resumed from a
+journal counts only the responses since it resumed.
+
+:func:`to_tool_result` is the one conversion of what a function tool returns (or reports as
+progress) into an :class:`~agentcore_fsm.core.tools.AgentToolResult`; see its documentation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Generic, TypeVar
+
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from agentcore_fsm.core.abort import AbortController, AbortSignal
+from agentcore_fsm.core.events import MessageEndEvent
+from agentcore_fsm.core.messages import Cost, ImageContent, TextContent, Usage
+from agentcore_fsm.core.tools import AgentToolResult, ToolUpdateCallback
+
+__all__ = ["RunContext", "RunScope", "bind_run", "current_run", "to_tool_result"]
+
+DepsT = TypeVar("DepsT")
+
+_CURRENT: ContextVar[RunScope | None] = ContextVar("agentcore_fsm_run", default=None)
+
+_USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "total_tokens")
+_COST_FIELDS = ("input", "output", "cache_read", "cache_write", "total")
+
+
+class RunScope:
+    """One run as its tools and hooks see it: ``deps`` (what was given to the run) and
+    ``usage`` (the usage of the model responses the run has completed so far)."""
+
+    __slots__ = ("_usages", "deps")
+
+    def __init__(self, deps: Any = None) -> None:
+        self.deps = deps
+        self._usages: list[Usage] = []
+
+    @property
+    def usage(self) -> Usage:
+        """The sum of the usage of every assistant message the run completed so far (a new
+        :class:`~agentcore_fsm.core.messages.Usage`, cost included)."""
+        return _sum_usage(self._usages)
+
+    def watch(self, emit: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+        """``emit`` (or nothing, for None) that also counts the usage of each assistant
+        ``message_end`` it sees; it returns what ``emit`` returns, so an async ``emit`` stays
+        awaited by the run."""
+        usages = self._usages
+        end = MessageEndEvent
+
+        if emit is None:
+
+            def count(event: Any) -> None:
+                if event.__class__ is end and getattr(event.message, "role", None) == "assistant":
+                    usages.append(event.message.usage)
+
+            return count
+        deliver = emit
+
+        def watched(event: Any) -> Any:
+            if event.__class__ is end and getattr(event.message, "role", None) == "assistant":
+                usages.append(event.message.usage)
+            return deliver(event)
+
+        return watched
+
+
+@contextmanager
+def bind_run(deps: Any = None) -> Iterator[RunScope]:
+    """Bind a new :class:`RunScope` with ``deps`` for the code inside the block (and the
+    tasks and threads it starts); the previous binding comes back on leaving."""
+    scope = RunScope(deps)
+    token = _CURRENT.set(scope)
+    try:
+        yield scope
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_run() -> RunScope:
+    """The scope of the run this code is part of (a hook, a tool, a stream function).
+
+    Raises ``RuntimeError`` outside a run."""
+    scope = _CURRENT.get()
+    if scope is None:
+        raise RuntimeError(
+            "current_run() was called outside a run: only code that a run calls (a tool, a "
+            "hook, a stream function) has one"
+        )
+    return scope
+
+
+class RunContext(Generic[DepsT]):
+    """What a function tool receives in its first parameter when that is typed
+    ``RunContext[Deps]`` (the model never sees it).
+
+    ``deps`` is the dependencies object given to the run (``run_agent_loop(..., deps=...)``
+    or ``Agent(deps=...)``; None when none was given), ``tool_call_id`` the id of this call,
+    ``tool_name`` the name the tool was made with, ``signal`` the run's
+    :class:`~agentcore_fsm.core.abort.AbortSignal`, ``usage`` the usage of the run so far;
+    :meth:`report` sends progress.
+
+    To test a tool function directly, make one yourself: ``RunContext(deps=...)`` (the other
+    arguments default to an empty id, a signal that never fires, no progress listener and no
+    usage).
+    """
+
+    __slots__ = ("_on_update", "_scope", "deps", "signal", "tool_call_id", "tool_name")
+
+    def __init__(
+        self,
+        deps: DepsT,
+        *,
+        tool_call_id: str = "",
+        tool_name: str = "",
+        signal: AbortSignal | None = None,
+        on_update: ToolUpdateCallback | None = None,
+        scope: RunScope | None = None,
+    ) -> None:
+        self.deps = deps
+        self.tool_call_id = tool_call_id
+        self.tool_name = tool_name
+        self.signal = signal if signal is not None else AbortController().signal
+        self._on_update = on_update
+        self._scope = scope
+
+    @classmethod
+    def for_call(
+        cls,
+        tool_call_id: str,
+        tool_name: str,
+        signal: AbortSignal | None,
+        on_update: ToolUpdateCallback | None,
+    ) -> RunContext[Any]:
+        """The context of one call, with the deps and usage of the run it is part of (none
+        outside a run)."""
+        scope = _CURRENT.get()
+        deps: Any = scope.deps if scope is not None else None
+        return cls(
+            deps,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            signal=signal,
+            on_update=on_update,
+            scope=scope,
+        )
+
+    @property
+    def usage(self) -> Usage:
+        """The usage of the run so far (see :class:`RunScope`); zero outside a run."""
+        return self._scope.usage if self._scope is not None else Usage()
+
+    def report(self, partial: Any) -> None:
+        """Report progress: ``partial`` (anything a function tool may return, see
+        :func:`to_tool_result`) becomes a ``tool_execution_update`` event. Safe to call from
+        the worker thread of a plain-function tool; does nothing outside a run."""
+        if self._on_update is not None:
+            self._on_update(to_tool_result(partial))
+
+    def __repr__(self) -> str:
+        return (
+            f"RunContext(deps={self.deps!r}, tool_call_id={self.tool_call_id!r}, "
+            f"tool_name={self.tool_name!r})"
+        )
+
+
+def to_tool_result(value: Any, tool_name: str = "") -> AgentToolResult:
+    """What a function tool returned, as the result the model reads.
+
+    * an :class:`~agentcore_fsm.core.tools.AgentToolResult`: itself (full control);
+    * a ``str``: one text block, no ``details``;
+    * a text or image block, or a non-empty list or tuple of them: those blocks, no
+      ``details``;
+    * anything else that pydantic can turn into JSON (a pydantic model, a dataclass, a dict, a
+      list, a number, None …): its JSON as one text block, and the same JSON-able data as
+      ``details``. A dict is data here, not the fields of a result.
+
+    Raises ``TypeError`` for a value that cannot be turned into JSON, naming ``tool_name`` if
+    given (the call then gets an error result saying so).
+    """
+    if isinstance(value, AgentToolResult):
+        return value
+    if isinstance(value, str):
+        return AgentToolResult(content=[TextContent(text=value)])
+    if isinstance(value, (TextContent, ImageContent)):
+        return AgentToolResult(content=[value])
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(block, (TextContent, ImageContent)) for block in value)
+    ):
+        return AgentToolResult(content=list(value))
+    try:
+        data = to_jsonable_python(value)
+    except PydanticSerializationError as exc:
+        who = f"tool {tool_name!r}" if tool_name else "a tool"
+        raise TypeError(
+            f"{who} returned a {type(value).__name__}, which cannot be turned into a result: "
+            f"return a str, content blocks, an AgentToolResult or a value pydantic can turn "
+            f"into JSON ({exc})"
+        ) from None
+    text = json.dumps(data, ensure_ascii=False)
+    return AgentToolResult(content=[TextContent(text=text)], details=data)
+
+
+def _sum_usage(usages: list[Usage]) -> Usage:
+    counts = dict.fromkeys(_USAGE_FIELDS, 0)
+    costs = dict.fromkeys(_COST_FIELDS, 0.0)
+    for usage in usages:
+        for name in _USAGE_FIELDS:
+            counts[name] += getattr(usage, name)
+        for name in _COST_FIELDS:
+            costs[name] += getattr(usage.cost, name)
+    return Usage(**counts, cost=Cost(**costs))
