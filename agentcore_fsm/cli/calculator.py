@@ -11,24 +11,26 @@ characters, an exponent at most :data:`MAX_EXPONENT` in size, and a result too f
 write out in :data:`MAX_PLAIN_DIGITS` digits is shown in scientific notation
 (:func:`format_number`).
 
-:func:`calculator_tool` builds the :class:`~agentcore_fsm.core.tools.AgentTool`; its parameters are
-the pydantic model :class:`CalculatorArgs`, and a refused expression becomes an error result
-the model reads.
+:data:`calculator` is the tool: a function decorated with
+:func:`~agentcore_fsm.core.function_tools.tool`, whose parameters make the pydantic model
+:data:`CalculatorArgs`; :func:`calculator_tool` gives it another description or label. A
+refused expression becomes an error result the model reads.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import decimal
 import operator
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
+from agentcore_fsm.core.function_tools import FunctionTool, tool
 from agentcore_fsm.core.messages import TextContent
-from agentcore_fsm.core.tools import AgentTool, AgentToolResult
+from agentcore_fsm.core.tools import AgentToolResult
 
 __all__ = [
     "DESCRIPTION",
@@ -39,6 +41,7 @@ __all__ = [
     "CalculatorArgs",
     "CalculatorError",
     "calculate",
+    "calculator",
     "calculator_tool",
     "format_number",
 ]
@@ -52,8 +55,6 @@ PRECISION = 28
 MAX_PLAIN_DIGITS = 1000
 """Results of a magnitude up to ``10**MAX_PLAIN_DIGITS`` (and down to its inverse) are written
 out in plain notation; others in scientific notation (``1E+1200``)."""
-DESCRIPTION = "Evaluate an arithmetic expression exactly (no variables, no functions)."
-"""The tool's default description for the model."""
 
 
 class CalculatorError(ValueError):
@@ -139,32 +140,29 @@ def format_number(value: Decimal) -> str:
     return format(value, "f")
 
 
-class CalculatorArgs(BaseModel):
-    """The calculator's parameters, as a pydantic model (the tool receives an instance)."""
+@tool
+async def calculator(expression: str) -> AgentToolResult:
+    """Evaluate an arithmetic expression exactly (no variables, no functions).
 
-    model_config = ConfigDict(extra="forbid")
-
-    expression: str = Field(description="Arithmetic, e.g. '(2 + 3) * 1.2'")
-
-
-async def _execute(
-    tool_call_id: str, params: CalculatorArgs, signal: Any, on_update: Any
-) -> AgentToolResult:
-    value = calculate(params.expression)  # a CalculatorError becomes an error result
+    Args:
+        expression: Arithmetic, e.g. '(2 + 3) * 1.2'
+    """
+    value = calculate(expression)  # a CalculatorError becomes an error result
     return AgentToolResult(
-        content=[TextContent(text=format_number(value))],
-        details={"expression": params.expression},
+        content=[TextContent(text=format_number(value))], details={"expression": expression}
     )
 
 
-def calculator_tool(*, description: str = DESCRIPTION, label: str = "") -> AgentTool:
+DESCRIPTION = calculator.description
+"""The tool's default description for the model (the first line of :data:`calculator`'s
+docstring)."""
+CalculatorArgs: type[BaseModel] = calculator.args_model
+"""The calculator's parameters, the pydantic model made from :data:`calculator`'s signature:
+``{"expression": str}``, nothing else (the tool receives an instance)."""
+
+
+def calculator_tool(*, description: str = DESCRIPTION, label: str = "") -> FunctionTool:
     """The ``calculator`` tool: :func:`calculate` on ``{"expression": "..."}``, answering with
     :func:`format_number` of the result (and the expression in ``details``). ``description`` is
     what the model is told about it; ``label`` is its name for people (default: none)."""
-    return AgentTool(
-        name="calculator",
-        description=description,
-        parameters=CalculatorArgs,
-        execute=_execute,
-        label=label,
-    )
+    return dataclasses.replace(calculator, description=description, label=label)

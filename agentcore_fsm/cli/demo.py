@@ -71,6 +71,7 @@ from agentcore_fsm.cli.diagram import output_file_problem
 from agentcore_fsm.core.approval import ApprovalDecision, ApprovalRequest
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
 from agentcore_fsm.core.declaration import Declaration, load_declaration
+from agentcore_fsm.core.function_tools import tool
 from agentcore_fsm.core.machine import TransitionRecord
 from agentcore_fsm.core.messages import (
     AgentMessage,
@@ -81,7 +82,7 @@ from agentcore_fsm.core.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agentcore_fsm.core.tools import AgentTool, AgentToolResult
+from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.devtools.diagrams import (
     GraphvizError,
     find_dot,
@@ -121,73 +122,43 @@ def _inside(root: Path, relative: str) -> Path:
 
 
 def file_tools(root: Path) -> list[AgentTool]:
-    """``list_files``, ``read_file`` and ``write_file`` confined to ``root`` (JSON-schema
-    parameters); ``write_file`` needs approval (``requires_approval=True``)."""
+    """``list_files``, ``read_file`` and ``write_file`` confined to ``root``: plain functions
+    made tools with :func:`~agentcore_fsm.core.function_tools.tool` (their parameters and
+    descriptions come from their signatures and docstrings); ``write_file`` needs approval
+    (``requires_approval=True``)."""
     root = root.resolve()
 
-    def list_files(
-        tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any
-    ) -> AgentToolResult:
-        base = _inside(root, params.get("path", "."))
+    @tool
+    def list_files(path: str = ".") -> str:
+        """List every file under a directory of the workspace, with sizes.
+
+        Args:
+            path: A directory
+        """
+        base = _inside(root, path)
         if not base.is_dir():
-            raise ValueError(f"{params.get('path')!r} is not a directory")
+            raise ValueError(f"{path!r} is not a directory")
         lines = [
             f"{p.relative_to(root).as_posix()} ({p.stat().st_size} bytes)"
             for p in sorted(base.rglob("*"))
             if p.is_file()
         ]
-        return AgentToolResult(content=[TextContent(text="\n".join(lines) or "(empty)")])
+        return "\n".join(lines) or "(empty)"
 
-    def read_file(
-        tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any
-    ) -> AgentToolResult:
-        path = _inside(root, params["path"])
-        return AgentToolResult(content=[TextContent(text=path.read_text(encoding="utf-8"))])
+    @tool
+    def read_file(path: str) -> str:
+        """Read a text file of the workspace."""
+        return _inside(root, path).read_text(encoding="utf-8")
 
-    def write_file(
-        tool_call_id: str, params: dict[str, Any], signal: Any, on_update: Any
-    ) -> AgentToolResult:
-        path = _inside(root, params["path"])
-        data = params["content"].encode("utf-8")
-        path.write_bytes(data)
-        text = f"wrote {len(data)} bytes to {path.relative_to(root).as_posix()}"
-        return AgentToolResult(content=[TextContent(text=text)])
+    @tool(requires_approval=True)
+    def write_file(path: str, content: str) -> str:
+        """Write a text file of the workspace (the user approves each write)."""
+        target = _inside(root, path)
+        data = content.encode("utf-8")
+        target.write_bytes(data)
+        return f"wrote {len(data)} bytes to {target.relative_to(root).as_posix()}"
 
-    return [
-        AgentTool(
-            name="list_files",
-            description="List every file under a directory of the workspace, with sizes.",
-            parameters={
-                "type": "object",
-                "properties": {"path": {"type": "string", "description": "A directory"}},
-                "additionalProperties": False,
-            },
-            execute=list_files,
-        ),
-        AgentTool(
-            name="read_file",
-            description="Read a text file of the workspace.",
-            parameters={
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-                "additionalProperties": False,
-            },
-            execute=read_file,
-        ),
-        AgentTool(
-            name="write_file",
-            description="Write a text file of the workspace (the user approves each write).",
-            parameters={
-                "type": "object",
-                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                "required": ["path", "content"],
-                "additionalProperties": False,
-            },
-            execute=write_file,
-            requires_approval=True,
-        ),
-    ]
+    return [list_files, read_file, write_file]
 
 
 def make_workspace(root: Path) -> None:
