@@ -82,7 +82,7 @@ _NUMPY_OTHER = frozenset(
 _SPHINX_PARAMS = frozenset({"param", "parameter", "arg", "argument", "key", "keyword"})
 
 _GOOGLE_HEADER = re.compile(r"^(?P<name>[A-Za-z][A-Za-z ]*?)\s*:\s*$")
-_GOOGLE_ITEM = re.compile(r"^(?P<name>\*{0,2}[A-Za-z_]\w*)\s*(?:\((?P<type>.*?)\))?\s*:(?:\s+|$)")
+_GOOGLE_ITEM = re.compile(r"^(?P<name>\*{0,2}[A-Za-z_]\w*)\s*(?:\((?P<type>.*?)\))?\s*:\s*")
 _NUMPY_RULE = re.compile(r"^-{3,}\s*$")
 _NUMPY_ITEM = re.compile(
     r"^(?P<names>\*{0,2}[A-Za-z_]\w*(?:\s*,\s*\*{0,2}[A-Za-z_]\w*)*)\s*(?::(?P<type>.*))?$"
