@@ -12,8 +12,9 @@ holds it, one per layer (docs/architecture.md):
 * ``agentcore_fsm.devtools`` — testing helpers, diagrams, replay;
 * ``agentcore_fsm.cli`` — the ``agentcore-fsm`` command and its apps.
 
-Importing the package loads the loop itself (the core and the driver). The Agent, the providers,
-the stores and the recorder are imported when one of their names is first read from here.
+Importing the package loads the loop itself (the core and the driver). The Agent, ``tool``, the
+providers, the stores and the recorder are imported when one of their names is first read from
+here.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from agentcore_fsm.core.config import (
 )
 from agentcore_fsm.core.declared import MachineInputError
 from agentcore_fsm.core.events import AgentEndEvent, AgentEvent, AssistantMessageEvent
-from agentcore_fsm.core.function_tools import tool
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import (
     AgentMessage,
@@ -68,6 +68,7 @@ from agentcore_fsm.runtime.driver import (
 
 if TYPE_CHECKING:
     from agentcore_fsm.agent.agent import Agent, AgentBusyError, AgentState
+    from agentcore_fsm.core.function_tools import tool
     from agentcore_fsm.integrations.providers.anthropic import AnthropicProvider
     from agentcore_fsm.integrations.providers.faux import (
         FauxProvider,
@@ -97,6 +98,7 @@ _LAZY: dict[str, str] = {
     "RunStoreError": "agentcore_fsm.persist.store",
     "SqliteRunStore": "agentcore_fsm.persist.store",
     "resume_run": "agentcore_fsm.runtime.resume",
+    "tool": "agentcore_fsm.core.function_tools",
 }
 """The public names whose module is imported on first use, and that module."""
 

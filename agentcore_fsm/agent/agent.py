@@ -1075,7 +1075,7 @@ class Agent:
                         resume,
                         store,
                         config,
-                        scope.watch(self._emit),
+                        scope.watch(self._emit, state.tools),
                         tools=state.tools,
                         signal=controller.signal,
                         stream_fn=stream_fn,

@@ -449,13 +449,16 @@ class FunctionTool(AgentTool):
 
     ``function`` is the function as given (call it directly in tests); ``args_model`` the
     pydantic model of its parameters (what ``before_tool_call`` hooks and approval checks
-    receive as ``args``). ``execute`` also accepts a dict of raw arguments, or an object with
+    receive as ``args``); ``context_parameter`` the name of the parameter that receives the
+    run context, if any. ``execute`` also accepts a dict of raw arguments, or an object with
     the arguments as attributes, and validates them first: ``tool.execute("id", {"x": 1},
     None, None)`` works outside a run.
     """
 
     function: Callable[..., Any] = field(kw_only=True, repr=False)
     args_model: type[BaseModel] = field(kw_only=True, repr=False)
+    context_parameter: str | None = field(default=None, kw_only=True, repr=False)
+    """The name of the parameter that receives the :class:`RunContext` (None: it takes none)."""
 
 
 @overload
@@ -581,6 +584,7 @@ def _make_tool(
         requires_approval=requires_approval,
         function=fn,
         args_model=analysis.model,
+        context_parameter=analysis.context,
     )
 
 

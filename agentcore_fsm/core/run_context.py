@@ -15,8 +15,9 @@ two runs at once (or a run inside a tool of another run) each see their own:
 
 Usage so far is the sum of the ``usage`` of the assistant messages the run has completed
 (their ``message_end`` events): when a tool runs, that includes the response that called it.
-The scope sees the events the run delivers (:meth:`RunScope.watch`); a run resumed from a
-journal counts only the responses since it resumed.
+The scope sees the events the run delivers (:meth:`RunScope.watch`), and counts them only in a
+run that has ``deps`` or a tool taking a ``RunContext`` (so that other runs pay nothing); a run
+resumed from a journal counts only the responses since it resumed.
 
 :func:`to_tool_result` is the one conversion of what a function tool returns (or reports as
 progress) into an :class:`~agentcore_fsm.core.tools.AgentToolResult`; see its documentation.
@@ -25,7 +26,7 @@ progress) into an :class:`~agentcore_fsm.core.tools.AgentToolResult`; see its do
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
@@ -49,25 +50,41 @@ _COST_FIELDS = ("input", "output", "cache_read", "cache_write", "total")
 
 class RunScope:
     """One run as its tools and hooks see it: ``deps`` (what was given to the run) and
-    ``usage`` (the usage of the model responses the run has completed so far)."""
+    ``usage`` (the usage of the model responses the run has completed so far, or None when
+    the run does not count it; see :meth:`watch`)."""
 
     __slots__ = ("_usages", "deps")
 
     def __init__(self, deps: Any = None) -> None:
         self.deps = deps
-        self._usages: list[Usage] = []
+        self._usages: list[Usage] | None = None
 
     @property
-    def usage(self) -> Usage:
+    def usage(self) -> Usage | None:
         """The sum of the usage of every assistant message the run completed so far (a new
-        :class:`~agentcore_fsm.core.messages.Usage`, cost included)."""
-        return _sum_usage(self._usages)
+        :class:`~agentcore_fsm.core.messages.Usage`, cost included); None when the run does
+        not count usage."""
+        return None if self._usages is None else _sum_usage(self._usages)
 
-    def watch(self, emit: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
-        """``emit`` (or nothing, for None) that also counts the usage of each assistant
-        ``message_end`` it sees; it returns what ``emit`` returns, so an async ``emit`` stays
-        awaited by the run."""
-        usages = self._usages
+    def watch(
+        self, emit: Callable[[Any], Any] | None, tools: Iterable[Any] = ()
+    ) -> Callable[[Any], Any] | None:
+        """What the run should use as its ``emit``: ``emit`` that also counts the usage of
+        each assistant ``message_end`` it sees (returning what ``emit`` returns, so an async
+        ``emit`` stays awaited), when the run has ``deps`` or one of its ``tools`` takes a
+        :class:`RunContext`; else ``emit`` itself, unchanged.
+
+        Counting costs a call per event (a few percent of a run that streams many deltas), so
+        only the runs that can read the count pay for it: a run whose tools cannot see a
+        ``RunContext`` and that has no deps keeps its listener as it is (its
+        ``current_run().usage`` is None)."""
+        wanted = self.deps is not None or any(
+            getattr(tool, "context_parameter", None) is not None for tool in tools
+        )
+        if not wanted:
+            return emit
+        usages: list[Usage] = []
+        self._usages = usages
         end = MessageEndEvent
 
         if emit is None:
@@ -169,8 +186,11 @@ class RunContext(Generic[DepsT]):
 
     @property
     def usage(self) -> Usage:
-        """The usage of the run so far (see :class:`RunScope`); zero outside a run."""
-        return self._scope.usage if self._scope is not None else Usage()
+        """The usage of the run so far (see :class:`RunScope`); zero outside a run, or in a
+        run that does not count it (a tool added during a run that had no deps and no tool
+        taking a ``RunContext`` when it started)."""
+        counted = self._scope.usage if self._scope is not None else None
+        return counted if counted is not None else Usage()
 
     def report(self, partial: Any) -> None:
         """Report progress: ``partial`` (anything a function tool may return, see

@@ -404,7 +404,7 @@ def test_the_scope_counts_the_usage_of_completed_assistant_messages() -> None:
     from agentcore_fsm.core.events import MessageEndEvent, MessageStartEvent
     from agentcore_fsm.core.messages import Cost
 
-    scope = RunScope()
+    scope = RunScope("deps")
     seen: list[Any] = []
     emit = scope.watch(seen.append)
     first = Usage(input=10, output=5, total_tokens=15, cost=Cost(input=0.1, total=0.1))
@@ -431,9 +431,33 @@ def test_the_scope_counts_the_usage_of_completed_assistant_messages() -> None:
     assert usage.cost.model_dump() == pytest.approx(
         {"input": 0.1, "output": 0.2, "cache_read": 0.0, "cache_write": 0.0, "total": 0.3}
     )
-    silent = RunScope()
-    silent.watch(None)(events[2])  # no listener: counted all the same
-    assert silent.usage.total_tokens == 15
+    unheard = RunScope("deps")
+    count = unheard.watch(None)
+    assert count is not None
+    count(events[2])  # no listener: counted all the same
+    assert unheard.usage is not None and unheard.usage.total_tokens == 15
+
+
+def test_only_runs_whose_tools_or_hooks_can_read_the_usage_count_it() -> None:
+    def listener(event: Any) -> None:
+        pass
+
+    @tool
+    def plain(x: int) -> int:
+        return x
+
+    @tool
+    def aware(ctx: RunContext[None]) -> int:
+        return 1
+
+    assert (plain.context_parameter, aware.context_parameter) == (None, "ctx")
+    idle = RunScope()
+    assert idle.watch(listener, [plain]) is listener  # the run keeps its listener as it is
+    assert idle.watch(None, [plain]) is None
+    assert idle.usage is None
+    for scope, tools in ((RunScope(), [plain, aware]), (RunScope(deps=0), [plain])):
+        assert scope.watch(listener, tools) is not listener
+        assert scope.usage == Usage()
 
 
 # --- refused when made ---------------------------------------------------------------------

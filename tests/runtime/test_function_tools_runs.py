@@ -260,6 +260,40 @@ async def test_deps_and_usage_so_far_reach_tools_and_hooks_of_run_agent_loop() -
         current_run()  # the run's binding ended with it
 
 
+async def test_without_deps_a_tool_taking_the_run_context_still_sees_the_usage() -> None:
+    seen = Seen()
+    await run_agent_loop(
+        [UserMessage(content="go")],
+        AgentContext(tools=seen.tools()),
+        seen.config(),
+        stream_fn=two_turns(),
+    )
+    assert seen.deps == [(where, None) for where in EXPECTED_DEPS]
+    assert seen.usage == [10, 15]
+
+
+async def test_a_run_without_deps_or_context_tools_counts_no_usage() -> None:
+    usages: list[Any] = []
+
+    def hook(ctx: Any, signal: Any) -> None:
+        usages.append((current_run().deps, current_run().usage))
+
+    @tool
+    def plain() -> str:
+        return "ok"
+
+    script = FauxProvider(
+        [faux_response(tool_calls=[faux_tool_call("plain", {})], usage=usage(4)), faux_response("")]
+    )
+    await run_agent_loop(
+        [UserMessage(content="go")],
+        AgentContext(tools=[plain]),
+        AgentLoopConfig(model=MODEL, before_tool_call=hook),
+        stream_fn=script,
+    )
+    assert usages == [(None, None)]
+
+
 async def test_deps_of_run_agent_loop_continue_and_agent_loop() -> None:
     seen = Seen()
     context = AgentContext(tools=seen.tools(), messages=[UserMessage(content="go")])
