@@ -595,3 +595,34 @@ def test_bad_options_are_refused(
     with pytest.raises(error) as info:
         tool(ok, **options)
     assert message in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_methods_and_callable_objects_make_tools_too() -> None:
+    class Shelf:
+        def __init__(self) -> None:
+            self.books = {"Dune": "S3"}
+
+        def find(self, title: str) -> str:
+            """Find a book.
+
+            Args:
+                title: Its title.
+            """
+            return self.books.get(title, "none")
+
+    class Finder:
+        async def __call__(self, ctx: RunContext[None], query: str) -> str:
+            return query.upper()
+
+    find = tool(Shelf().find)
+    assert (find.name, find.description) == ("find", "Find a book.")
+    assert find.json_schema()["properties"] == {
+        "title": {"type": "string", "description": "Its title."}
+    }
+    assert find.execute("c", {"title": "Dune"}, None, None).content == [TextContent(text="S3")]
+    finder = tool(Finder(), name="finder")
+    assert finder.context_parameter == "ctx" and inspect.iscoroutinefunction(finder.execute)
+    assert list(finder.json_schema()["properties"]) == ["query"]
+    result = await finder.execute("c", {"query": "x"}, None, None)
+    assert result.content == [TextContent(text="X")]
