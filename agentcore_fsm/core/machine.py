@@ -30,7 +30,7 @@ each input's data. Streamed deltas cost no transition: ``stream_event`` is an in
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import ValidationError
 
@@ -57,6 +57,7 @@ from agentcore_fsm.core.declared import (
 )
 from agentcore_fsm.core.events import (
     AgentEndEvent,
+    AgentEvent,
     AgentStartEvent,
     MessageEndEvent,
     MessageStartEvent,
@@ -288,7 +289,7 @@ class LoopMachine(DeclaredMachine):
 
         An input the current state does not accept, or whose data is wrong, raises
         :class:`MachineInputError` and changes nothing."""
-        handler = _HANDLERS.get(type(input))
+        handler = self._HANDLERS.get(type(input))
         if handler is None:
             raise MachineInputError(
                 "feed",
@@ -685,6 +686,17 @@ class LoopMachine(DeclaredMachine):
         return self._take_step()
 
     # --- tool calls: the loop's side of each call's machine ----------------------------------
+    # may_begin_call, may_answer_call, emit_event, request_effect and append_message are the
+    # CallOwner interface (core/tool_call.py) the call machines see the loop through; they are
+    # not for stepping a run by hand.
+
+    def emit_event(self, event: AgentEvent) -> None:
+        """Add ``event`` to the current step's events (:class:`CallOwner`)."""
+        self._out.append(event)
+
+    def request_effect(self, effect: Effect) -> None:
+        """Add ``effect`` to the current step's effects (:class:`CallOwner`)."""
+        self._effects.append(effect)
 
     def _after_call_input(self, name: str) -> Step:
         self._advance_calls()
@@ -713,7 +725,9 @@ class LoopMachine(DeclaredMachine):
             if not progress:
                 return
 
-    def _may_begin(self, index: int) -> bool:
+    def may_begin_call(self, index: int) -> bool:
+        """Whether tool call ``index`` may begin now (:class:`CallOwner`): only while the loop
+        prepares tools, once every earlier call is prepared (parallel) or answered (sequential)."""
         if self.state != "preparing_tools":
             return False  # calls begin only while the loop prepares tools
         earlier = self._calls[:index]
@@ -721,7 +735,9 @@ class LoopMachine(DeclaredMachine):
             return all(c.state in PREPARED for c in earlier)
         return all(c.state == "answered" for c in earlier)
 
-    def _may_answer(self, index: int) -> bool:
+    def may_answer_call(self, index: int) -> bool:
+        """Whether tool call ``index`` may append its result message now (:class:`CallOwner`):
+        every earlier call answered and, in parallel mode, every call ended."""
         calls = self._calls
         if not all(c.state == "answered" for c in calls[:index]):
             return False
@@ -862,7 +878,7 @@ class LoopMachine(DeclaredMachine):
     def _emit_injected_messages(self) -> None:
         polled, self._polled = self._polled, []
         for message in polled:
-            self._append(message)
+            self.append_message(message)
 
     def _emit_assistant_end(self) -> None:
         final = self._final
@@ -918,7 +934,7 @@ class LoopMachine(DeclaredMachine):
         self._out.append(TurnStartEvent())
         failure = self._failure_message(None)
         self._final = failure
-        self._append(failure)
+        self.append_message(failure)
         self._out.append(TurnEndEvent(message=failure, tool_results=[]))
 
     def _emit_agent_end(self) -> None:
@@ -959,7 +975,9 @@ class LoopMachine(DeclaredMachine):
         self._message_started = False
         self._calls = []
 
-    def _append(self, message: AgentMessage) -> None:
+    def append_message(self, message: AgentMessage) -> None:
+        """Add ``message`` to the transcript, with its message_start/end events (the loop's own
+        messages, and a tool call's result message: :class:`CallOwner`)."""
         self.context.messages.append(message)
         self.new_messages.append(message)
         self._out.append(MessageStartEvent(message=message))
@@ -996,24 +1014,24 @@ class LoopMachine(DeclaredMachine):
             timestamp=self.clock(),
         )
 
-
-_HANDLERS: dict[type, Callable[[LoopMachine, Any], Step]] = {
-    Start: LoopMachine._on_start,
-    SteeringPolled: LoopMachine._on_polled,
-    FollowUpPolled: LoopMachine._on_polled,
-    StreamEvent: LoopMachine._on_stream_event,
-    StreamExhausted: LoopMachine._on_stream_exhausted,
-    ArgumentsPrepared: LoopMachine._on_arguments_prepared,
-    ApprovalChecked: LoopMachine._on_approval_checked,
-    ApprovalDecided: LoopMachine._on_approval_decided,
-    HookReturned: LoopMachine._on_hook_returned,
-    HookFailed: LoopMachine._on_hook_failed,
-    ToolUpdated: LoopMachine._on_tool_update,
-    ToolFinished: LoopMachine._on_tool_finished,
-    Proceeded: LoopMachine._on_proceeded,
-    Abort: LoopMachine._on_abort,
-    Fail: LoopMachine._on_fail,
-}
+    # the handler of each input type (feed's dispatch table)
+    _HANDLERS: ClassVar[dict[type, Callable[[LoopMachine, Any], Step]]] = {
+        Start: _on_start,
+        SteeringPolled: _on_polled,
+        FollowUpPolled: _on_polled,
+        StreamEvent: _on_stream_event,
+        StreamExhausted: _on_stream_exhausted,
+        ArgumentsPrepared: _on_arguments_prepared,
+        ApprovalChecked: _on_approval_checked,
+        ApprovalDecided: _on_approval_decided,
+        HookReturned: _on_hook_returned,
+        HookFailed: _on_hook_failed,
+        ToolUpdated: _on_tool_update,
+        ToolFinished: _on_tool_finished,
+        Proceeded: _on_proceeded,
+        Abort: _on_abort,
+        Fail: _on_fail,
+    }
 
 
 def _as_result(value: Any, tool_name: str) -> AgentToolResult:

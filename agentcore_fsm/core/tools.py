@@ -100,6 +100,16 @@ class AgentTool:
                     f"(args) -> bool, not {type(value).__name__}"
                 )
 
+    def compiled_schema(self) -> CompiledSchema:
+        """The validator compiled from JSON-schema ``parameters`` (made when they were set, or
+        now if the dict was swapped in without going through assignment)."""
+        compiled = self._validator
+        params = self.parameters
+        if compiled is None or compiled.source is not params:
+            compiled = _compile_dict_schema(self.name, params)
+            object.__setattr__(self, "_validator", compiled)
+        return compiled
+
     def json_schema(self) -> dict[str, Any]:
         """The parameters as a JSON schema (for providers)."""
         if isinstance(self.parameters, type) and issubclass(self.parameters, BaseModel):
@@ -228,11 +238,7 @@ def validate_arguments(tool: AgentTool, raw: Any) -> Any:
                 for err in exc.errors(include_url=False)
             ]
             raise ToolCallRejected(_format_validation(tool.name, problems, raw)) from None
-    compiled = tool._validator
-    if compiled is None or compiled.source is not params:  # set without going through setattr
-        compiled = _compile_dict_schema(tool.name, params)
-        object.__setattr__(tool, "_validator", compiled)
-    problems = compiled.problems(raw)
+    problems = tool.compiled_schema().problems(raw)
     if problems:
         raise ToolCallRejected(_format_validation(tool.name, problems, raw))
     return raw
