@@ -72,7 +72,7 @@ from agentcore_fsm.core.messages import (
     ThinkingLevel,
 )
 from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
-from agentcore_fsm.persist.store import RunStore, default_owner
+from agentcore_fsm.persist.store import RunStore, SessionBusyError, default_owner
 from agentcore_fsm.runtime.driver import (
     NO_STREAM_FN,
     get_default_stream_fn,
@@ -244,7 +244,8 @@ class Agent:
         number of seconds; None: as long as it takes. See docs/survive.md#one-writer-per-session."""
         self._writer = default_owner()  # this agent, as a session's writer in the store
         self._lease: SessionLease | None = None  # held during a run with a store
-        self._session_run: str | None = None  # the session's last run this agent knows
+        # the session's last run (id, status) when this agent last read or wrote the session
+        self._session_seen: tuple[str, str] | None = None
         if store is not None:
             self._load_session(store, bool(self._state.messages))
 
@@ -259,16 +260,34 @@ class Agent:
                 f"session {session_id!r} already has runs in the store: its "
                 "transcript is loaded from there, do not pass messages= as well"
             )
-        self._read_session(store, session_id)
+        self._read_session(store, session_id, holding=False)
 
-    def _read_session(self, store: RunStore, session_id: str) -> None:
-        """Take the session's transcript (and its unfinished run, if any) from the store."""
+    def _read_session(self, store: RunStore, session_id: str, *, holding: bool) -> None:
+        """Take the session's transcript from the store. Its last run unfinished is this
+        agent's interrupted run — unless another writer is running it right now (it holds the
+        session: ``holding`` says this agent does)."""
         stored = read_session(store, session_id, self._loop_config(False), self._state.tools)
-        self._session_run = stored.last_run
         if stored.last_run is None:
+            self._session_seen = None
             return
-        self._state.load_session(stored.messages, stored.pending_approvals)
-        self._interrupted = None if stored.finished else stored.last_run
+        self._session_seen = (stored.last_run, "finished" if stored.finished else "running")
+        live = not stored.finished and not holding and self._session_held(store, session_id)
+        self._state.load_session(stored.messages, () if live else stored.pending_approvals)
+        self._interrupted = None if stored.finished or live else stored.last_run
+
+    def _session_held(self, store: RunStore, session_id: str) -> bool:
+        """True when another writer holds the session now."""
+        try:
+            store.acquire_session(session_id, self._writer, lease_s=1.0)
+        except SessionBusyError:
+            return True
+        store.release_session(session_id, self._writer)
+        return False
+
+    def _session_mark(self, store: RunStore) -> tuple[str, str] | None:
+        session_id = self.options.session_id
+        runs = store.runs(session_id) if session_id is not None else []
+        return (runs[-1].run_id, runs[-1].status) if runs else None
 
     async def _hold_session(
         self, store: RunStore, resume: str | None, signal: AbortSignal
@@ -281,10 +300,8 @@ class Agent:
         lease = SessionLease(store, self._writer)
         await lease.acquire(session_id, self.session_wait_s, signal)
         try:
-            runs = store.runs(session_id)
-            last = runs[-1].run_id if runs else None
-            if last != self._session_run:  # another writer ran the session meanwhile
-                self._read_session(store, session_id)
+            if self._session_mark(store) != self._session_seen:  # another writer ran it
+                self._read_session(store, session_id, holding=True)
                 if resume is not None and resume != self._interrupted:
                     raise ValueError(
                         f"run {resume!r} is no longer the last run of session {session_id!r} "
@@ -550,10 +567,14 @@ class Agent:
         elif kind == "turn_start" and self._lease is not None:
             self._lease.renew()
 
-    def _release_session(self) -> None:
+    def _release_session(self, store: RunStore | None) -> None:
         lease, self._lease = self._lease, None
-        if lease is None:
+        if lease is None or store is None:
             return
+        try:
+            self._session_seen = self._session_mark(store)  # this run, as the store has it
+        except Exception:  # read it again before the next run
+            self._session_seen = None
         try:
             lease.release()
         except Exception:  # the run's outcome stands; a dead writer's lease is taken over
@@ -720,10 +741,12 @@ class Agent:
                 self._lifecycle.fire("finish")
                 idle.set()
                 raise
-            run_id = resume or uuid.uuid4().hex
-            self._session_run = run_id
             if resume is None:
-                journal = {"store": store, "run_id": run_id, "session_id": self.options.session_id}
+                journal = {
+                    "store": store,
+                    "run_id": uuid.uuid4().hex,
+                    "session_id": self.options.session_id,
+                }
         config = self._loop_config(skip_initial_steering)
         context = AgentContext(state.system_prompt, list(state.messages), list(state.tools))
         state.begin_run()
@@ -776,7 +799,7 @@ class Agent:
                 self._approvals.clear()
             state.end_run(suspended)
             self._approvals.suspending = False
-            self._release_session()
+            self._release_session(store)
             self._controller = None
             self._lifecycle.fire("finish")
             idle.set()
