@@ -43,16 +43,16 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, overload
 
 import anyio
 
 from agentcore_fsm.agent.approvals import ApprovalDesk
 from agentcore_fsm.agent.lifecycle import Lifecycle
 from agentcore_fsm.agent.listeners import AgentListener, Listeners
-from agentcore_fsm.agent.queues import QUEUE_MODES, QueueMode, as_message, as_prompts, dequeue
+from agentcore_fsm.agent.queues import QueueMode, as_message, as_prompts, dequeue
 from agentcore_fsm.agent.session import SessionLease, read_session
-from agentcore_fsm.agent.state import AgentState, check_choice
+from agentcore_fsm.agent.state import AgentState
 from agentcore_fsm.agent.sync import check_no_running_loop
 from agentcore_fsm.core import checks
 from agentcore_fsm.core.abort import AbortController, AbortSignal
@@ -97,7 +97,8 @@ PROMPT_BUSY = (
 )
 CONTINUE_BUSY = "Agent is already processing. Wait for completion before continuing."
 RESET_BUSY = "Agent is already processing. Wait for completion before resetting."
-_TOOL_EXECUTION: frozenset[str] = frozenset(get_args(ToolExecutionMode))
+G = TypeVar("G")
+S = TypeVar("S")
 
 
 class AgentBusyError(RuntimeError):
@@ -105,6 +106,32 @@ class AgentBusyError(RuntimeError):
 
 
 # --- the agent ------------------------------------------------------------------------------
+
+
+class Forward(Generic[G, S]):
+    """An attribute of the agent that is a field of another object of it: ``agent.model`` reads
+    and writes ``agent.state.model`` (``holder`` names that object's attribute), so the value
+    lives, and is checked, in one place."""
+
+    def __init__(self, holder: str, doc: str) -> None:
+        self.holder = holder
+        self.__doc__ = doc
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Forward[G, S]: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> G: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return getattr(getattr(obj, self.holder), self.name)
+
+    def __set__(self, obj: object, value: S) -> None:
+        setattr(getattr(obj, self.holder), self.name, value)
 
 
 _AGENT_CHECKS: dict[str, checks.Check] = {
@@ -121,6 +148,9 @@ _AGENT_CHECKS: dict[str, checks.Check] = {
     "store": checks.instance_or_none(RunStore, "a RunStore (MemoryRunStore, SqliteRunStore)"),
     "approval_timeout_s": checks.duration_or_none,
     "session_wait_s": checks.duration_or_none,
+    "steering_mode": checks.choice(get_args(QueueMode)),
+    "follow_up_mode": checks.choice(get_args(QueueMode)),
+    "tool_execution": checks.choice(get_args(ToolExecutionMode)),
 }
 """The checks of the agent's plain configuration attributes (the others are properties that
 check what they are given, or fields of ``options``/``state`` checked there)."""
@@ -382,116 +412,25 @@ class Agent:
 
     # --- configuration ----------------------------------------------------------------------
 
-    @property
-    def session_id(self) -> str | None:
-        """``options.session_id``."""
-        return self.options.session_id
-
-    @session_id.setter
-    def session_id(self, value: str | None) -> None:
-        self.options.session_id = value
-
-    @property
-    def thinking_budgets(self) -> dict[str, int] | None:
-        """``options.thinking_budgets``."""
-        return self.options.thinking_budgets
-
-    @thinking_budgets.setter
-    def thinking_budgets(self, value: dict[str, int] | None) -> None:
-        self.options.thinking_budgets = value
-
-    @property
-    def transport(self) -> str | None:
-        """``options.transport``."""
-        return self.options.transport
-
-    @transport.setter
-    def transport(self, value: str | None) -> None:
-        self.options.transport = value
-
-    @property
-    def max_retry_delay_ms(self) -> int | None:
-        """``options.max_retry_delay_ms``."""
-        return self.options.max_retry_delay_ms
-
-    @max_retry_delay_ms.setter
-    def max_retry_delay_ms(self, value: int | None) -> None:
-        self.options.max_retry_delay_ms = value
+    session_id = Forward[str | None, str | None]("options", "``options.session_id``.")
+    thinking_budgets = Forward[dict[str, int] | None, dict[str, int] | None](
+        "options", "``options.thinking_budgets``."
+    )
+    transport = Forward[str | None, str | None]("options", "``options.transport``.")
+    max_retry_delay_ms = Forward[int | None, int | None](
+        "options", "``options.max_retry_delay_ms``."
+    )
 
     @property
     def state(self) -> AgentState:
         """The agent's state (see :class:`AgentState`)."""
         return self._state
 
-    @property
-    def system_prompt(self) -> str:
-        return self._state.system_prompt
-
-    @system_prompt.setter
-    def system_prompt(self, value: str) -> None:
-        self._state.system_prompt = value
-
-    @property
-    def model(self) -> Model:
-        return self._state.model
-
-    @model.setter
-    def model(self, value: Model) -> None:
-        self._state.model = value
-
-    @property
-    def thinking_level(self) -> ThinkingLevel:
-        return self._state.thinking_level
-
-    @thinking_level.setter
-    def thinking_level(self, value: ThinkingLevel) -> None:
-        self._state.thinking_level = value
-
-    @property
-    def tools(self) -> list[AgentTool]:
-        return self._state.tools
-
-    @tools.setter
-    def tools(self, value: Iterable[AgentTool]) -> None:
-        self._state.tools = value
-
-    @property
-    def messages(self) -> list[AgentMessage]:
-        return self._state.messages
-
-    @messages.setter
-    def messages(self, value: Iterable[AgentMessage]) -> None:
-        self._state.messages = value
-
-    @property
-    def steering_mode(self) -> QueueMode:
-        """``"one-at-a-time"`` (a drain takes the oldest message) or ``"all"``."""
-        return self._steering_mode
-
-    @steering_mode.setter
-    def steering_mode(self, value: QueueMode) -> None:
-        check_choice("steering_mode", value, QUEUE_MODES)
-        self._steering_mode: QueueMode = value
-
-    @property
-    def follow_up_mode(self) -> QueueMode:
-        """``"one-at-a-time"`` (a drain takes the oldest message) or ``"all"``."""
-        return self._follow_up_mode
-
-    @follow_up_mode.setter
-    def follow_up_mode(self, value: QueueMode) -> None:
-        check_choice("follow_up_mode", value, QUEUE_MODES)
-        self._follow_up_mode: QueueMode = value
-
-    @property
-    def tool_execution(self) -> ToolExecutionMode:
-        """``"parallel"`` (the default) or ``"sequential"``."""
-        return self._tool_execution
-
-    @tool_execution.setter
-    def tool_execution(self, value: ToolExecutionMode) -> None:
-        check_choice("tool_execution", value, _TOOL_EXECUTION)
-        self._tool_execution: ToolExecutionMode = value
+    system_prompt = Forward[str, str]("state", "``state.system_prompt``.")
+    model = Forward[Model, Model]("state", "``state.model``.")
+    thinking_level = Forward[ThinkingLevel, ThinkingLevel]("state", "``state.thinking_level``.")
+    tools = Forward[list[AgentTool], Iterable[AgentTool]]("state", "``state.tools``.")
+    messages = Forward[list[AgentMessage], Iterable[AgentMessage]]("state", "``state.messages``.")
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -650,10 +589,10 @@ class Agent:
         if not messages:
             raise ValueError("No messages to continue from")
         if getattr(messages[-1], "role", None) == "assistant":
-            steering = dequeue(self._steering, self._steering_mode)
+            steering = dequeue(self._steering, self.steering_mode)
             if steering:
                 return await self._run(steering, fn, skip_initial_steering=True)
-            follow_ups = dequeue(self._follow_ups, self._follow_up_mode)
+            follow_ups = dequeue(self._follow_ups, self.follow_up_mode)
             if follow_ups:
                 return await self._run(follow_ups, fn)
             raise ValueError("Cannot continue from message role: assistant")
@@ -683,7 +622,7 @@ class Agent:
     def _loop_config(self, skip_initial_steering: bool) -> AgentLoopConfig:
         state = self._state
         steering, follow_ups = self._steering, self._follow_ups
-        steering_mode, follow_up_mode = self._steering_mode, self._follow_up_mode
+        steering_mode, follow_up_mode = self.steering_mode, self.follow_up_mode
         skip = skip_initial_steering
 
         def get_steering_messages() -> list[AgentMessage]:
@@ -705,7 +644,7 @@ class Agent:
             transform_context=self.transform_context,
             get_api_key=self.get_api_key,
             **options,
-            tool_execution=self._tool_execution,
+            tool_execution=self.tool_execution,
             before_tool_call=self.before_tool_call,
             after_tool_call=self.after_tool_call,
             prepare_next_turn=self.prepare_next_turn,

@@ -15,64 +15,13 @@ or record events yourself and check them afterwards::
     messages = await run_agent_loop(prompts, context, config, recorder, stream_fn=faux)
     recorder.check(messages, model_contexts=faux.calls)
 
-The event grammar's rules are in :mod:`agentcore_fsm.devtools.grammar`, the checker in
-:mod:`agentcore_fsm.devtools.checker`; every name is importable from here.
+Every name of :mod:`agentcore_fsm.devtools.grammar` and :mod:`agentcore_fsm.devtools.checker`
+that a test needs is importable from here.
 
-What is checked
----------------
-Every rule has a stable id (the keys of :data:`RULES`). The first violation raises
-:class:`GrammarViolation` (an ``AssertionError``) carrying ``rule``, ``index`` (the position of
-the offending event, or of the offending message in a model context) and a message that shows the
-events around it.
-
-* ``R1.*`` to ``R5.*`` are the five rules of the event grammar, split into one id per way of
-  breaking them (``R1.first`` "agent_start is the first event", ``R2.nested_turn`` "turns never
-  nest", ...).
-* ``R3.not_a_message``: a ``message_start``/``message_end`` carries a message: a
-  :class:`~agentcore_fsm.UserMessage`, :class:`~agentcore_fsm.AssistantMessage` or
-  :class:`~agentcore_fsm.ToolResultMessage`, or a custom message (an object with a string
-  ``role`` attribute; in the JSON form of a recording, a dict with a string ``"role"``). A string,
-  ``None``, a number or a dict without a role is not a message (a steering poll that returns
-  ``"hello"`` instead of a list of messages would otherwise inject five one-letter "messages").
-  A message with the role "assistant" must be an :class:`~agentcore_fsm.AssistantMessage`.
-* ``R4.sequential_order`` and ``R4.parallel_results_after_ends`` check the order of a tool batch
-  in its execution mode, which the events alone cannot tell: they are checked only when the mode
-  is given (the ``tool_execution`` and ``sequential_tools`` keywords of :func:`check_run`,
-  :func:`check_events`, :meth:`EventRecorder.check` and :class:`GrammarChecker`;
-  :func:`run_checked` derives both from the run's config and tools). A batch is sequential when
-  ``tool_execution="sequential"`` or one of its calls names a tool of ``sequential_tools`` (the
-  tools with ``execution_mode="sequential"``); otherwise it is parallel when
-  ``tool_execution="parallel"``, and unchecked when ``tool_execution`` is ``None``.
-
-  - Sequential: calls run one after another, each finished through its result message pair
-    before the next starts, also when an abort or a failure answers the remaining calls: no
-    ``tool_execution_start`` while an earlier call of the batch has no result message yet.
-  - Parallel: every call is started (and immediate errors ended) in source order, the prepared
-    calls run concurrently, and the result messages follow in source order once all have ended:
-    no result message while a started call has no ``tool_execution_end``, and no
-    ``tool_execution_start`` after a result message. The calls of a "length" message are never
-    executed (each gets its start, end and error result in turn), so this rule skips them.
-* ``T.*`` are transcript invariants (docs/reference.md#t-transcript-invariants):
-  ``turn_end.tool_results`` is the turn's results in source order, a result message carries the
-  result of its ``tool_execution_end``, tool calls start and are answered in source order, an
-  assistant message ends with a final stop reason ("stop", "length", "toolUse", "error" or
-  "aborted"), and ``agent_end.reason`` agrees with the last assistant message.
-* ``C.*`` check a context handed to the model (an :class:`~agentcore_fsm.LlmContext` or its
-  message list): every tool call of an answerable assistant message (stop reason "toolUse",
-  "stop" or "length") is answered by exactly one tool result, right after it and before any other
-  message; no tool result answers anything else. Calls of an "error"/"aborted" message are never
-  answered (docs/reference.md#error-and-aborted-messages).
-
-Decisions this checker makes (documented here for users):
-
-* Between a ``message_start`` and its ``message_end`` only ``message_update`` may occur (message
-  pairs are adjacent except for streaming updates): anything else breaks R3.
-* A turn's messages before its assistant message are injected messages (prompts, steering,
-  follow-ups: any role). After the assistant message has ended the turn holds only tool events
-  and the result messages of that message's calls (``R4.orphan_result`` otherwise).
-* A ``message_end`` matches its ``message_start`` by role; for non-assistant messages it must be
-  the same message (an assistant message may be a partial at its start and the final at its end).
-* Messages are compared with ``==`` (pydantic compares fields; custom objects their own ``__eq__``).
+What is checked: every rule of the event grammar, the transcript invariants and the checks of
+the contexts handed to the model, each with a stable id — see :mod:`agentcore_fsm.devtools.grammar`
+(the rules, :data:`RULES`, and the decisions the checker makes) and
+:mod:`agentcore_fsm.devtools.checker` (:class:`GrammarChecker`).
 """
 
 from __future__ import annotations
