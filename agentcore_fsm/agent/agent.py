@@ -39,6 +39,7 @@ Decisions (each is also stated where it applies; see docs/reference.md#decisions
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import uuid
 from collections import deque
@@ -708,18 +709,12 @@ class Agent:
                     on_transition=self.on_transition,
                 )
                 return messages
-            if prompts is None:
-                return await run_agent_loop_continue(
-                    context,
-                    config,
-                    self._emit,
-                    signal=controller.signal,
-                    stream_fn=stream_fn,
-                    on_transition=self.on_transition,
-                    **journal,
-                )
-            return await run_agent_loop(
-                prompts,
+            run = (
+                run_agent_loop_continue
+                if prompts is None
+                else functools.partial(run_agent_loop, prompts)
+            )
+            return await run(
                 context,
                 config,
                 self._emit,

@@ -26,6 +26,7 @@ the contexts handed to the model, each with a stable id — see :mod:`agentcore_
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -186,25 +187,15 @@ async def run_checked(
 
     calls = getattr(stream_fn, "calls", None)
     first_call = len(calls) if isinstance(calls, list) else 0
-    if prompts is None:
-        messages = await run_agent_loop_continue(
-            context,
-            config,
-            forward,
-            signal=signal,
-            stream_fn=stream_fn,
-            on_transition=recorder.on_transition,
-        )
-    else:
-        messages = await run_agent_loop(
-            prompts,
-            context,
-            config,
-            forward,
-            signal=signal,
-            stream_fn=stream_fn,
-            on_transition=recorder.on_transition,
-        )
+    run = run_agent_loop_continue if prompts is None else functools.partial(run_agent_loop, prompts)
+    messages = await run(
+        context,
+        config,
+        forward,
+        signal=signal,
+        stream_fn=stream_fn,
+        on_transition=recorder.on_transition,
+    )
     contexts = calls[first_call:] if isinstance(calls, list) else None
     summary = recorder.check(
         messages,
