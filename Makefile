@@ -19,6 +19,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check agentcore_fsm tests
 	$(PY) -m ruff format --check agentcore_fsm tests
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

@@ -24,11 +24,8 @@ Decisions (each is also stated where it applies; see docs/reference.md#decisions
   ``agent_end.messages``); the reference returned nothing.
 * Configuration is read when a run starts: changing an attribute (the model, the hooks, the
   queue modes, ...) during a run applies from the next run. Queued messages are read live.
-* Subscribing the same callable twice makes two subscriptions; each ``unsubscribe`` removes its
-  own and may be called more than once. A listener added or removed while an event is being
-  delivered takes effect from the next event.
-* If several listeners raise on one event, the first exception fails the run; the others are
-  logged on the ``agentcore_fsm`` logger.
+* Listeners: see :mod:`agentcore_fsm.agent.listeners` (subscribing twice, unsubscribing during
+  delivery, several listeners raising: the first exception fails the run).
 * ``prompt([])`` raises ``ValueError("No messages to prompt with")``: an empty prompt is what
   ``continue_()`` is for.
 * Cancelling the task that awaits ``prompt()`` (a timeout, say) closes the run as aborted:
@@ -42,19 +39,25 @@ Decisions (each is also stated where it applies; see docs/reference.md#decisions
 from __future__ import annotations
 
 import dataclasses
-import inspect
+import functools
 import logging
-import sys
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, overload
 
 import anyio
 
+from agentcore_fsm.agent.approvals import ApprovalDesk
+from agentcore_fsm.agent.lifecycle import Lifecycle
+from agentcore_fsm.agent.listeners import AgentListener, Listeners
+from agentcore_fsm.agent.queues import QueueMode, as_message, as_prompts, dequeue
+from agentcore_fsm.agent.session import SessionLease, read_session
+from agentcore_fsm.agent.state import AgentState
+from agentcore_fsm.agent.sync import check_no_running_loop
+from agentcore_fsm.core import checks
 from agentcore_fsm.core.abort import AbortController, AbortSignal
-from agentcore_fsm.core.approval import ApprovalDecision, ApprovalRequest, RunSuspended
-from agentcore_fsm.core.boundary import coerce_messages
+from agentcore_fsm.core.approval import ApprovalDecision, RunSuspended
 from agentcore_fsm.core.config import (
     MODEL_CALL_OPTIONS,
     AgentContext,
@@ -62,31 +65,22 @@ from agentcore_fsm.core.config import (
     ModelCallOptions,
     StreamFn,
 )
-from agentcore_fsm.core.declaration import Declaration, load_declaration
-from agentcore_fsm.core.declared import DeclaredMachine
-from agentcore_fsm.core.machine import MachineError, TransitionRecord
+from agentcore_fsm.core.machine import TransitionRecord
 from agentcore_fsm.core.messages import (
     AgentMessage,
-    AssistantMessage,
     ImageContent,
     Model,
-    TextContent,
     ThinkingLevel,
-    ToolResultMessage,
-    UserMessage,
 )
 from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
-from agentcore_fsm.runtime import driver
+from agentcore_fsm.persist.store import RunStore, SessionBusyError, default_owner
 from agentcore_fsm.runtime.driver import (
     NO_STREAM_FN,
     get_default_stream_fn,
     run_agent_loop,
     run_agent_loop_continue,
 )
-
-if TYPE_CHECKING:
-    from agentcore_fsm.persist.store import RunStore
 
 __all__ = [
     "Agent",
@@ -98,11 +92,6 @@ __all__ = [
 
 logger = logging.getLogger("agentcore_fsm")
 
-QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
-"""How a queue is drained: the oldest message only, or every queued message at once."""
-
-AgentListener: TypeAlias = Callable[[Any, AbortSignal], Any]
-"""``listener(event, signal)``, a plain function or ``async def``; its return value is ignored."""
 
 PROMPT_BUSY = (
     "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
@@ -110,303 +99,63 @@ PROMPT_BUSY = (
 )
 CONTINUE_BUSY = "Agent is already processing. Wait for completion before continuing."
 RESET_BUSY = "Agent is already processing. Wait for completion before resetting."
-REQUEST_ABORTED = "Request was aborted"
-ABORTED_TEXT = "Operation aborted"
-
-_THINKING_LEVELS: frozenset[str] = frozenset(get_args(ThinkingLevel))
-_QUEUE_MODES: frozenset[str] = frozenset(get_args(QueueMode))
-_TOOL_EXECUTION: frozenset[str] = frozenset(get_args(ToolExecutionMode))
+G = TypeVar("G")
+S = TypeVar("S")
 
 
 class AgentBusyError(RuntimeError):
     """A run is active: the call cannot start another one (or reset the agent) now."""
 
 
-def _check_choice(what: str, value: str, allowed: frozenset[str]) -> str:
-    if value not in allowed:
-        choices = ", ".join(repr(v) for v in sorted(allowed))
-        raise ValueError(f"{what} must be one of {choices}; got {value!r}")
-    return value
-
-
-# --- state ----------------------------------------------------------------------------------
-
-
-class AgentState:
-    """What an agent holds: its configuration for the model and the conversation so far.
-
-    ``messages`` and ``tools`` are the live lists (append to them between runs as you like);
-    assigning a list stores a copy. ``is_streaming``, ``streaming_message``,
-    ``pending_tool_calls``, ``pending_approvals`` and ``error_message`` are maintained by the agent
-    and read-only.
-    ``pending_tool_calls`` returns a fresh set of ids on every read.
-    """
-
-    __slots__ = (
-        "_error_message",
-        "_is_streaming",
-        "_messages",
-        "_pending_approvals",
-        "_pending_tool_calls",
-        "_streaming_message",
-        "_thinking_level",
-        "_tools",
-        "model",
-        "system_prompt",
-    )
-
-    def __init__(
-        self,
-        system_prompt: str,
-        model: Model,
-        thinking_level: ThinkingLevel,
-        tools: Iterable[AgentTool],
-        messages: Iterable[AgentMessage],
-    ) -> None:
-        self.system_prompt = system_prompt
-        self.model = model
-        self._thinking_level: ThinkingLevel = thinking_level
-        self.thinking_level = thinking_level
-        self._tools: list[AgentTool] = list(tools)
-        self._messages: list[AgentMessage] = coerce_messages(list(messages), "messages")
-        self._is_streaming = False
-        self._streaming_message: AgentMessage | None = None
-        self._pending_tool_calls: set[str] = set()
-        self._pending_approvals: dict[str, ApprovalRequest] = {}
-        self._error_message: str | None = None
-
-    @property
-    def thinking_level(self) -> ThinkingLevel:
-        """The reasoning level of the next run (``"off"`` sends no reasoning option)."""
-        return self._thinking_level
-
-    @thinking_level.setter
-    def thinking_level(self, value: ThinkingLevel) -> None:
-        _check_choice("thinking_level", value, _THINKING_LEVELS)
-        self._thinking_level = value
-
-    @property
-    def tools(self) -> list[AgentTool]:
-        """The live list of tools (a run uses a copy taken when it starts)."""
-        return self._tools
-
-    @tools.setter
-    def tools(self, value: Iterable[AgentTool]) -> None:
-        self._tools = list(value)
-
-    @property
-    def messages(self) -> list[AgentMessage]:
-        """The live transcript. During a run it grows only through ``message_end`` events."""
-        return self._messages
-
-    @messages.setter
-    def messages(self, value: Iterable[AgentMessage]) -> None:
-        self._messages = coerce_messages(list(value), "messages")
-
-    @property
-    def is_streaming(self) -> bool:
-        """True from the start of a run until its ``agent_end`` listeners have all returned."""
-        return self._is_streaming
-
-    @property
-    def streaming_message(self) -> AgentMessage | None:
-        """The message between its ``message_start`` and ``message_end`` (else None)."""
-        return self._streaming_message
-
-    @property
-    def pending_tool_calls(self) -> set[str]:
-        """Ids of the tool calls that have started and not yet ended (a copy)."""
-        return set(self._pending_tool_calls)
-
-    @property
-    def pending_approvals(self) -> list[ApprovalRequest]:
-        """The tool calls waiting for approval, in the order they asked (a copy): those of the
-        running run, or of a suspended or interrupted one loaded with the session. Decide with
-        :meth:`Agent.approve` / :meth:`Agent.deny`."""
-        return list(self._pending_approvals.values())
-
-    @property
-    def error_message(self) -> str | None:
-        """The error of the last run: a failed or aborted assistant message's
-        ``error_message``, or ``"Request was aborted"``; None when the run went well."""
-        return self._error_message
-
-    def __repr__(self) -> str:
-        return (
-            f"AgentState(model={self.model.id!r}, thinking_level={self._thinking_level!r}, "
-            f"messages={len(self._messages)}, tools={[t.name for t in self._tools]!r}, "
-            f"is_streaming={self._is_streaming}, error_message={self._error_message!r})"
-        )
-
-
-# --- lifecycle ------------------------------------------------------------------------------
-
-
-class _LifecycleRun(DeclaredMachine):
-    """One run of the declared lifecycle (``states/agent.toml``): it declares no guards, emit
-    actions or effects, so the engine only changes its state and records the transitions."""
-
-    declaration_name = "agent"
-
-
-class _Lifecycle:
-    """Steps the declared lifecycle for one agent, one run at a time. An agent with no run
-    active is ``idle`` and holds no machine."""
-
-    __slots__ = ("_run", "declaration", "history")
-
-    def __init__(self) -> None:
-        self.declaration: Declaration = load_declaration("agent")
-        self._run: _LifecycleRun | None = None
-        self.history: list[TransitionRecord] = []
-
-    @property
-    def state(self) -> str:
-        run = self._run
-        return run.state if run is not None else self.declaration.initial
-
-    def accepts(self, trigger: str) -> bool:
-        return bool(self.declaration.transitions_from(self.state, trigger))
-
-    def fire(self, trigger: str) -> None:
-        run = self._run
-        if run is None:
-            if trigger != "start":
-                raise MachineError(f"lifecycle input {trigger!r} with no run active")
-            run = self._run = _LifecycleRun(self.declaration)
-            self.history = run.history
-        run._check(trigger)
-        run.fire(trigger)
-        if run.finished:
-            self._run = None
-
-
 # --- the agent ------------------------------------------------------------------------------
 
 
-class _ApprovalWaiter:
-    """A call of the running run waiting for :meth:`Agent.approve`/:meth:`Agent.deny`."""
+class Forward(Generic[G, S]):
+    """An attribute of the agent that is a field of another object of it: ``agent.model`` reads
+    and writes ``agent.state.model`` (``holder`` names that object's attribute), so the value
+    lives, and is checked, in one place."""
 
-    __slots__ = ("decision", "event")
+    def __init__(self, holder: str, doc: str) -> None:
+        self.holder = holder
+        self.__doc__ = doc
+        self.name = ""
 
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.decision: ApprovalDecision | None = None
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
 
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Forward[G, S]: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> G: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return getattr(getattr(obj, self.holder), self.name)
 
-class _Subscription:
-    """One ``subscribe`` call (compared by identity, so a listener may be subscribed twice)."""
-
-    __slots__ = ("listener",)
-
-    def __init__(self, listener: AgentListener) -> None:
-        self.listener = listener
-
-
-def _dequeue(queue: deque[AgentMessage], mode: str) -> list[AgentMessage]:
-    if not queue:
-        return []
-    if mode == "all":
-        items = list(queue)
-        queue.clear()
-        return items
-    return [queue.popleft()]
+    def __set__(self, obj: object, value: S) -> None:
+        setattr(getattr(obj, self.holder), self.name, value)
 
 
-def _as_message(message: AgentMessage | str, what: str) -> AgentMessage:
-    """One message: a str becomes a user message; a dict with a known role is validated into
-    that message; anything that is not a message raises TypeError naming ``what``."""
-    if message is None or isinstance(message, (list, tuple)):
-        raise TypeError(f"{what}: expected one message or a str, not {type(message).__name__}")
-    return coerce_messages(message, what)[0]
-
-
-def _as_prompts(
-    input: str | AgentMessage | Sequence[AgentMessage],
-    images: Sequence[ImageContent] | None,
-) -> list[AgentMessage]:
-    if isinstance(input, str):
-        content: list[Any] = [TextContent(text=input)]
-        content.extend(images or ())
-        return [UserMessage(content=content)]
-    if images:
-        raise TypeError("images can only be given with a text prompt")
-    if input is None:
-        raise TypeError("prompt(): expected a str, a message or a list of messages, not None")
-    prompts = coerce_messages(input, "prompt()")
-    if not prompts:
-        raise ValueError("No messages to prompt with")
-    return prompts
-
-
-async def _deliver_shielded(
-    listeners: Sequence[_Subscription], event: Any, signal: AbortSignal
-) -> None:
-    """Hand ``event`` to ``listeners`` although the run is being cancelled: shielded, within
-    the loop's grace period for closing a cancelled run; errors are logged."""
-    with anyio.CancelScope(shield=True) as scope:
-        scope.deadline = anyio.current_time() + driver.CLOSE_GRACE_S
-        for entry in listeners:
-            try:
-                result = entry.listener(event, signal)
-                if result is not None and inspect.isawaitable(result):
-                    await result
-            except Exception:
-                logger.exception("a listener raised on %s while the run was cancelled", event.type)
-            except anyio.get_cancelled_exc_class():
-                return  # the grace period is over
-            except BaseException:
-                logger.exception("a listener raised on %s while the run was cancelled", event.type)
-
-
-def _answer_dangling_calls(messages: list[AgentMessage]) -> None:
-    """Answer, with ``Operation aborted``, every tool call of the transcript's last answerable
-    assistant message that has no result: the transcript stays valid for the next run even
-    when a run was cut off before it could close itself (a cancellation whose closing events
-    could not all be delivered)."""
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if not isinstance(message, AssistantMessage):
-            continue
-        if message.stop_reason not in ("toolUse", "stop", "length"):
-            return
-        answered = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, ToolResultMessage)}
-        for call in message.tool_calls():
-            if call.id not in answered:
-                messages.append(
-                    ToolResultMessage(
-                        tool_call_id=call.id,
-                        tool_name=call.name,
-                        content=[TextContent(text=ABORTED_TEXT)],
-                        is_error=True,
-                    )
-                )
-        return
-
-
-def _running_loop() -> str | None:
-    """The event loop running in this thread, if any ("asyncio" or "trio"). Neither library is
-    imported for this: one that nobody imported runs no loop."""
-    trio = sys.modules.get("trio")
-    if trio is not None and trio.lowlevel.in_trio_run():
-        return "trio"
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:
-        return None
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-    return "asyncio"
-
-
-def _check_sync(method: str, instead: str) -> None:
-    running = _running_loop()
-    if running is not None:
-        raise RuntimeError(
-            f"Agent.{method}() cannot be used while an event loop ({running}) is running in "
-            f"this thread; use `{instead}` instead."
-        )
+_AGENT_CHECKS: dict[str, checks.Check] = {
+    "stream_fn": checks.callable_or_none,
+    "convert_to_llm": checks.callable_or_none,
+    "transform_context": checks.callable_or_none,
+    "get_api_key": checks.callable_or_none,
+    "before_tool_call": checks.callable_or_none,
+    "after_tool_call": checks.callable_or_none,
+    "prepare_next_turn": checks.callable_or_none,
+    "should_stop_after_turn": checks.callable_or_none,
+    "on_transition": checks.callable_or_none,
+    "options": checks.instance(ModelCallOptions, "a ModelCallOptions"),
+    "store": checks.instance_or_none(RunStore, "a RunStore (MemoryRunStore, SqliteRunStore)"),
+    "approval_timeout_s": checks.duration_or_none,
+    "session_wait_s": checks.duration_or_none,
+    "steering_mode": checks.choice(get_args(QueueMode)),
+    "follow_up_mode": checks.choice(get_args(QueueMode)),
+    "tool_execution": checks.choice(get_args(ToolExecutionMode)),
+}
+"""The checks of the agent's plain configuration attributes (the others are properties that
+check what they are given, or fields of ``options``/``state`` checked there)."""
 
 
 class Agent:
@@ -437,6 +186,14 @@ class Agent:
     docs/tools.md).
     """
 
+    if not TYPE_CHECKING:  # runtime only: type checkers keep checking the attributes' types
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            check = _AGENT_CHECKS.get(name)
+            if check is not None:
+                value = check("Agent", name, value)
+            object.__setattr__(self, name, value)
+
     def __init__(
         self,
         system_prompt: str = "",
@@ -463,10 +220,15 @@ class Agent:
         options: ModelCallOptions | None = None,
         store: RunStore | None = None,
         approval_timeout_s: float | None = None,
+        session_wait_s: float | None = 0.0,
         deps: Any = None,
     ) -> None:
         if model is None:
             model = Model(id="unknown", provider="unknown", api="unknown")
+        if options is not None and not isinstance(options, ModelCallOptions):
+            raise TypeError(
+                f"Agent: options must be a ModelCallOptions or None, not {type(options).__name__}"
+            )
         self._state = AgentState(system_prompt, model, thinking_level, tools, messages)
         self.stream_fn = stream_fn
         self.convert_to_llm = convert_to_llm
@@ -497,10 +259,10 @@ class Agent:
         self.on_transition = on_transition
         """Extension: called with each loop transition of a run (for recorders and debugging)."""
 
-        self._listeners: list[_Subscription] = []
+        self._listeners = Listeners()
         self._steering: deque[AgentMessage] = deque()
         self._follow_ups: deque[AgentMessage] = deque()
-        self._lifecycle = _Lifecycle()
+        self._lifecycle = Lifecycle()
         self._controller: AbortController | None = None
         self._idle: anyio.Event | None = None
         self.store = store
@@ -510,38 +272,86 @@ class Agent:
         self.approval_timeout_s = approval_timeout_s
         """Deny a tool call whose approval has not been decided within this many seconds
         (None: wait)."""
-        self._waiters: dict[str, _ApprovalWaiter] = {}  # calls of the running run that wait
-        self._decisions: dict[str, ApprovalDecision] = {}  # made before the run asks again
-        self._suspending = False
+        self._approvals = ApprovalDesk(self._state)
+        self.session_wait_s = session_wait_s
+        """With a store: how long a prompt waits for another writer of the session (another
+        agent, in this process or another one) to end its run — 0 (the default): not at all,
+        the prompt raises :class:`~agentcore_fsm.persist.store.SessionBusyError` at once; a
+        number of seconds; None: as long as it takes. See docs/survive.md#one-writer-per-session."""
+        self._writer = default_owner()  # this agent, as a session's writer in the store
+        self._lease: SessionLease | None = None  # held during a run with a store
+        # the session's last run (id, status) when this agent last read or wrote the session
+        self._session_seen: tuple[str, str] | None = None
         self.deps = deps
         """The dependencies object of the agent's runs: what its tools and hooks reach (a
         function tool's ``RunContext.deps``, ``current_run().deps``; see docs/tools.md)."""
         if store is not None:
-            self._load_session(store, bool(self._state._messages))
+            self._load_session(store, bool(self._state.messages))
 
     # --- runs that survive ------------------------------------------------------------------
 
     def _load_session(self, store: RunStore, has_messages: bool) -> None:
         if self.options.session_id is None:
             self.options.session_id = uuid.uuid4().hex
-        runs = store.runs(self.options.session_id)
-        if not runs:
-            return
-        if has_messages:
+        session_id = self.options.session_id
+        if has_messages and store.runs(session_id):
             raise ValueError(
-                f"session {self.options.session_id!r} already has runs in the store: its "
+                f"session {session_id!r} already has runs in the store: its "
                 "transcript is loaded from there, do not pass messages= as well"
             )
-        from agentcore_fsm.runtime.resume import load_run_state
+        self._read_session(store, session_id, holding=False)
 
-        last = runs[-1]
-        machine, _ = load_run_state(
-            store, last.run_id, self._loop_config(False), tools=self._state.tools
-        )
-        self._state._messages = list(machine.context.messages)
-        if last.status != "finished":
-            self._interrupted = last.run_id
-            self._state._pending_approvals = {r.tool_call_id: r for r in machine.pending_approvals}
+    def _read_session(self, store: RunStore, session_id: str, *, holding: bool) -> None:
+        """Take the session's transcript from the store. Its last run unfinished is this
+        agent's interrupted run — unless another writer is running it right now (it holds the
+        session: ``holding`` says this agent does)."""
+        stored = read_session(store, session_id, self._loop_config(False), self._state.tools)
+        if stored.last_run is None:
+            self._session_seen = None
+            return
+        self._session_seen = (stored.last_run, "finished" if stored.finished else "running")
+        live = not stored.finished and not holding and self._session_held(store, session_id)
+        self._state.load_session(stored.messages, () if live else stored.pending_approvals)
+        self._interrupted = None if stored.finished or live else stored.last_run
+
+    def _session_held(self, store: RunStore, session_id: str) -> bool:
+        """True when another writer holds the session now."""
+        try:
+            store.acquire_session(session_id, self._writer, lease_s=1.0)
+        except SessionBusyError:
+            return True
+        store.release_session(session_id, self._writer)
+        return False
+
+    def _session_mark(self, store: RunStore) -> tuple[str, str] | None:
+        session_id = self.options.session_id
+        runs = store.runs(session_id) if session_id is not None else []
+        return (runs[-1].run_id, runs[-1].status) if runs else None
+
+    async def _hold_session(
+        self, store: RunStore, resume: str | None, signal: AbortSignal
+    ) -> SessionLease:
+        """Become the session's one writer for a run (waiting per ``session_wait_s``), and
+        catch up with what another writer added to the session since this agent read it."""
+        session_id = self.options.session_id
+        if session_id is None:
+            session_id = self.options.session_id = uuid.uuid4().hex
+        lease = SessionLease(store, self._writer)
+        await lease.acquire(session_id, self.session_wait_s, signal)
+        try:
+            if self._session_mark(store) != self._session_seen:  # another writer ran it
+                self._read_session(store, session_id, holding=True)
+                if resume is not None and resume != self._interrupted:
+                    raise ValueError(
+                        f"run {resume!r} is no longer the last run of session {session_id!r} "
+                        "(another writer continued the session); its transcript was reloaded"
+                    )
+                if resume is None:
+                    self._check_not_interrupted()
+        except BaseException:
+            lease.release()
+            raise
+        return lease
 
     @property
     def interrupted_run(self) -> str | None:
@@ -578,7 +388,7 @@ class Agent:
         against the tool's parameters again). For a call of a suspended or interrupted run,
         the decision is applied when :meth:`resume` continues it. Raises ``ValueError`` when no
         such call waits. Call it from the event loop's thread."""
-        self._decide_call(
+        self._approvals.decide(
             call_id,
             ApprovalDecision(approved=True, reason=reason, decided_by=decided_by, args=args),
         )
@@ -586,7 +396,7 @@ class Agent:
     def deny(self, call_id: str, reason: str | None = None, *, decided_by: str = "user") -> None:
         """Deny the tool call ``call_id`` waiting for approval: it gets an error result with
         ``reason`` (``Tool call "NAME" was denied: REASON``). Otherwise as :meth:`approve`."""
-        self._decide_call(
+        self._approvals.decide(
             call_id, ApprovalDecision(approved=False, reason=reason, decided_by=decided_by)
         )
 
@@ -598,45 +408,9 @@ class Agent:
         ``ValueError`` without a store or when no call waits for approval."""
         if self.store is None:
             raise ValueError("only an agent with a run store (store=...) can suspend a run")
-        if not (self.is_busy and self._state._pending_approvals):
+        if not (self.is_busy and self._state.pending_approvals):
             raise ValueError("no tool call of a running run waits for approval")
-        self._suspending = True
-        for waiter in list(self._waiters.values()):
-            waiter.event.set()  # no decision: the run suspends
-
-    def _decide_call(self, call_id: str, decision: ApprovalDecision) -> None:
-        waiter = self._waiters.get(call_id)
-        if waiter is not None:
-            if waiter.event.is_set():
-                raise ValueError(f"tool call {call_id!r} has been decided already")
-            waiter.decision = decision
-            waiter.event.set()
-            return
-        if call_id in self._state._pending_approvals:
-            if call_id in self._decisions:
-                raise ValueError(f"tool call {call_id!r} has been decided already")
-            # applied when the run asks for it (it has not yet, or it resumes later)
-            self._decisions[call_id] = decision
-            return
-        waiting = ", ".join(self._state._pending_approvals) or "none"
-        raise ValueError(f"no tool call {call_id!r} waits for approval (waiting: {waiting})")
-
-    async def _decide(self, request: ApprovalRequest, signal: AbortSignal) -> Any:
-        """The runs' ``decide_approval``: a decision made ahead (before a resume), or the one
-        :meth:`approve`/:meth:`deny` make; None (no decision) once :meth:`suspend` was called."""
-        call_id = request.tool_call_id
-        decision = self._decisions.pop(call_id, None)
-        if decision is not None:
-            return decision
-        if self._suspending:
-            return None
-        waiter = self._waiters[call_id] = _ApprovalWaiter()
-        try:
-            await waiter.event.wait()
-        finally:
-            if self._waiters.get(call_id) is waiter:
-                del self._waiters[call_id]
-        return waiter.decision
+        self._approvals.suspend()
 
     def _check_not_interrupted(self) -> None:
         if self._interrupted is not None:
@@ -647,116 +421,25 @@ class Agent:
 
     # --- configuration ----------------------------------------------------------------------
 
-    @property
-    def session_id(self) -> str | None:
-        """``options.session_id``."""
-        return self.options.session_id
-
-    @session_id.setter
-    def session_id(self, value: str | None) -> None:
-        self.options.session_id = value
-
-    @property
-    def thinking_budgets(self) -> dict[str, int] | None:
-        """``options.thinking_budgets``."""
-        return self.options.thinking_budgets
-
-    @thinking_budgets.setter
-    def thinking_budgets(self, value: dict[str, int] | None) -> None:
-        self.options.thinking_budgets = value
-
-    @property
-    def transport(self) -> str | None:
-        """``options.transport``."""
-        return self.options.transport
-
-    @transport.setter
-    def transport(self, value: str | None) -> None:
-        self.options.transport = value
-
-    @property
-    def max_retry_delay_ms(self) -> int | None:
-        """``options.max_retry_delay_ms``."""
-        return self.options.max_retry_delay_ms
-
-    @max_retry_delay_ms.setter
-    def max_retry_delay_ms(self, value: int | None) -> None:
-        self.options.max_retry_delay_ms = value
+    session_id = Forward[str | None, str | None]("options", "``options.session_id``.")
+    thinking_budgets = Forward[dict[str, int] | None, dict[str, int] | None](
+        "options", "``options.thinking_budgets``."
+    )
+    transport = Forward[str | None, str | None]("options", "``options.transport``.")
+    max_retry_delay_ms = Forward[int | None, int | None](
+        "options", "``options.max_retry_delay_ms``."
+    )
 
     @property
     def state(self) -> AgentState:
         """The agent's state (see :class:`AgentState`)."""
         return self._state
 
-    @property
-    def system_prompt(self) -> str:
-        return self._state.system_prompt
-
-    @system_prompt.setter
-    def system_prompt(self, value: str) -> None:
-        self._state.system_prompt = value
-
-    @property
-    def model(self) -> Model:
-        return self._state.model
-
-    @model.setter
-    def model(self, value: Model) -> None:
-        self._state.model = value
-
-    @property
-    def thinking_level(self) -> ThinkingLevel:
-        return self._state.thinking_level
-
-    @thinking_level.setter
-    def thinking_level(self, value: ThinkingLevel) -> None:
-        self._state.thinking_level = value
-
-    @property
-    def tools(self) -> list[AgentTool]:
-        return self._state.tools
-
-    @tools.setter
-    def tools(self, value: Iterable[AgentTool]) -> None:
-        self._state.tools = value
-
-    @property
-    def messages(self) -> list[AgentMessage]:
-        return self._state.messages
-
-    @messages.setter
-    def messages(self, value: Iterable[AgentMessage]) -> None:
-        self._state.messages = value
-
-    @property
-    def steering_mode(self) -> QueueMode:
-        """``"one-at-a-time"`` (a drain takes the oldest message) or ``"all"``."""
-        return self._steering_mode
-
-    @steering_mode.setter
-    def steering_mode(self, value: QueueMode) -> None:
-        _check_choice("steering_mode", value, _QUEUE_MODES)
-        self._steering_mode: QueueMode = value
-
-    @property
-    def follow_up_mode(self) -> QueueMode:
-        """``"one-at-a-time"`` (a drain takes the oldest message) or ``"all"``."""
-        return self._follow_up_mode
-
-    @follow_up_mode.setter
-    def follow_up_mode(self, value: QueueMode) -> None:
-        _check_choice("follow_up_mode", value, _QUEUE_MODES)
-        self._follow_up_mode: QueueMode = value
-
-    @property
-    def tool_execution(self) -> ToolExecutionMode:
-        """``"parallel"`` (the default) or ``"sequential"``."""
-        return self._tool_execution
-
-    @tool_execution.setter
-    def tool_execution(self, value: ToolExecutionMode) -> None:
-        _check_choice("tool_execution", value, _TOOL_EXECUTION)
-        self._tool_execution: ToolExecutionMode = value
+    system_prompt = Forward[str, str]("state", "``state.system_prompt``.")
+    model = Forward[Model, Model]("state", "``state.model``.")
+    thinking_level = Forward[ThinkingLevel, ThinkingLevel]("state", "``state.thinking_level``.")
+    tools = Forward[list[AgentTool], Iterable[AgentTool]]("state", "``state.tools``.")
+    messages = Forward[list[AgentMessage], Iterable[AgentMessage]]("state", "``state.messages``.")
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -806,12 +489,7 @@ class Agent:
         and the listeners. Raises :class:`AgentBusyError` while a run is active."""
         if self.is_busy:
             raise AgentBusyError(RESET_BUSY)
-        state = self._state
-        state._messages = []
-        state._is_streaming = False
-        state._streaming_message = None
-        state._pending_tool_calls = set()
-        state._error_message = None
+        self._state.clear()
         self._steering.clear()
         self._follow_ups.clear()
 
@@ -821,94 +499,46 @@ class Agent:
         """Call ``listener(event, signal)`` for every event, after the state was updated for
         it. Listeners are awaited one after another in subscription order, and a run waits
         for them. Returns ``unsubscribe()`` (safe to call more than once)."""
-        entry = _Subscription(listener)
-        self._listeners.append(entry)
-
-        def unsubscribe() -> None:
-            try:
-                self._listeners.remove(entry)
-            except ValueError:
-                pass
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     async def _emit(self, event: Any) -> None:
         self._reduce(event)
         controller = self._controller
         assert controller is not None
-        signal = controller.signal
-        first: Exception | None = None
-        interrupt: BaseException | None = None
-        listeners = tuple(self._listeners)
-        for i, entry in enumerate(listeners):
-            try:
-                result = entry.listener(event, signal)
-                if result is not None and inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                if first is None:
-                    first = exc
-                else:
-                    logger.exception(
-                        "another listener also raised on %s; only the first one counts",
-                        event.type,
-                    )
-            except anyio.get_cancelled_exc_class():
-                # cancelled from outside: the later listeners still get this event, so that
-                # every listener sees the same, well-formed run (the loop then closes it)
-                await _deliver_shielded(listeners[i + 1 :], event, signal)
-                raise
-            except BaseException as exc:  # KeyboardInterrupt & co: the others still get it
-                if interrupt is None:
-                    interrupt = exc
-        if interrupt is not None:
-            raise interrupt
-        if first is not None:
-            # the driver turns this into a run failure (or logs it while the run is ending)
-            raise first
+        await self._listeners.deliver(event, controller.signal)
 
     def _reduce(self, event: Any) -> None:
-        state = self._state
+        self._state.apply(event)
         kind = event.type
-        if kind == "message_update" or kind == "message_start":
-            state._streaming_message = event.message
-        elif kind == "message_end":
-            state._streaming_message = None
-            state._messages.append(event.message)
-        elif kind == "tool_execution_start":
-            state._pending_tool_calls.add(event.tool_call_id)
-        elif kind == "tool_execution_end":
-            state._pending_tool_calls.discard(event.tool_call_id)
-        elif kind == "approval_requested":
-            state._pending_approvals[event.tool_call_id] = ApprovalRequest(
-                tool_call_id=event.tool_call_id,
-                tool_name=event.tool_name,
-                args=event.args,
-                reason=event.reason,
-            )
-        elif kind == "approval_decided":
-            state._pending_approvals.pop(event.tool_call_id, None)
-            self._decisions.pop(event.tool_call_id, None)
-        elif kind == "turn_end":
-            message = event.message
-            if getattr(message, "role", None) == "assistant" and message.error_message:
-                state._error_message = message.error_message
-        elif kind == "agent_end":
-            state._streaming_message = None
-            if event.reason == "aborted" and state._error_message is None:
-                state._error_message = REQUEST_ABORTED
+        if kind == "approval_decided":
+            self._approvals.forget(event.tool_call_id)
+        elif kind == "turn_start" and self._lease is not None:
+            self._lease.renew()
+
+    def _release_session(self, store: RunStore | None) -> None:
+        lease, self._lease = self._lease, None
+        if lease is None or store is None:
+            return
+        try:
+            self._session_seen = self._session_mark(store)  # this run, as the store has it
+        except Exception:  # read it again before the next run
+            self._session_seen = None
+        try:
+            lease.release()
+        except Exception:  # the run's outcome stands; a dead writer's lease is taken over
+            logger.exception("the session's lease could not be released")
 
     # --- queues -----------------------------------------------------------------------------
 
     def steer(self, message: AgentMessage | str) -> None:
         """Queue a message to inject into the active run before its next model call (or into
         the next run). A str becomes a user message."""
-        self._steering.append(_as_message(message, "steer()"))
+        self._steering.append(as_message(message, "steer()"))
 
     def follow_up(self, message: AgentMessage | str) -> None:
         """Queue a message to run when the agent would otherwise stop. A str becomes a user
         message."""
-        self._follow_ups.append(_as_message(message, "follow_up()"))
+        self._follow_ups.append(as_message(message, "follow_up()"))
 
     def clear_steering_queue(self) -> None:
         self._steering.clear()
@@ -947,7 +577,7 @@ class Agent:
         if self.is_busy:
             raise AgentBusyError(PROMPT_BUSY)
         self._check_not_interrupted()
-        prompts = _as_prompts(input, images)
+        prompts = as_prompts(input, images)
         fn = self._stream_fn()
         return await self._run(prompts, fn)
 
@@ -968,10 +598,10 @@ class Agent:
         if not messages:
             raise ValueError("No messages to continue from")
         if getattr(messages[-1], "role", None) == "assistant":
-            steering = _dequeue(self._steering, self._steering_mode)
+            steering = dequeue(self._steering, self.steering_mode)
             if steering:
                 return await self._run(steering, fn, skip_initial_steering=True)
-            follow_ups = _dequeue(self._follow_ups, self._follow_up_mode)
+            follow_ups = dequeue(self._follow_ups, self.follow_up_mode)
             if follow_ups:
                 return await self._run(follow_ups, fn)
             raise ValueError("Cannot continue from message role: assistant")
@@ -986,14 +616,14 @@ class Agent:
         trio and returns its result. Listeners, tools and the stream function then run on trio
         (write them with anyio or trio). Inside a running event loop it raises RuntimeError:
         ``await agent.prompt(...)`` there instead."""
-        _check_sync("prompt_sync", "await agent.prompt(...)")
+        check_no_running_loop("prompt_sync", "await agent.prompt(...)")
         import trio
 
         return trio.run(self.prompt, input, images)
 
     def continue_sync(self) -> list[AgentMessage]:
         """:meth:`continue_` run on trio, like :meth:`prompt_sync`."""
-        _check_sync("continue_sync", "await agent.continue_()")
+        check_no_running_loop("continue_sync", "await agent.continue_()")
         import trio
 
         return trio.run(self.continue_)
@@ -1001,7 +631,7 @@ class Agent:
     def _loop_config(self, skip_initial_steering: bool) -> AgentLoopConfig:
         state = self._state
         steering, follow_ups = self._steering, self._follow_ups
-        steering_mode, follow_up_mode = self._steering_mode, self._follow_up_mode
+        steering_mode, follow_up_mode = self.steering_mode, self.follow_up_mode
         skip = skip_initial_steering
 
         def get_steering_messages() -> list[AgentMessage]:
@@ -1009,10 +639,10 @@ class Agent:
             if skip:
                 skip = False
                 return []
-            return _dequeue(steering, steering_mode)
+            return dequeue(steering, steering_mode)
 
         def get_follow_up_messages() -> list[AgentMessage]:
-            return _dequeue(follow_ups, follow_up_mode)
+            return dequeue(follow_ups, follow_up_mode)
 
         level = state.thinking_level
         options = {name: getattr(self.options, name) for name in MODEL_CALL_OPTIONS}
@@ -1023,14 +653,14 @@ class Agent:
             transform_context=self.transform_context,
             get_api_key=self.get_api_key,
             **options,
-            tool_execution=self._tool_execution,
+            tool_execution=self.tool_execution,
             before_tool_call=self.before_tool_call,
             after_tool_call=self.after_tool_call,
             prepare_next_turn=self.prepare_next_turn,
             should_stop_after_turn=self.should_stop_after_turn,
             get_steering_messages=get_steering_messages,
             get_follow_up_messages=get_follow_up_messages,
-            decide_approval=self._decide,
+            decide_approval=self._approvals.decide_for_run,
             approval_timeout_s=self.approval_timeout_s,
         )
 
@@ -1043,27 +673,33 @@ class Agent:
         resume: str | None = None,
     ) -> list[AgentMessage]:
         state = self._state
-        config = self._loop_config(skip_initial_steering)
-        context = AgentContext(state.system_prompt, list(state.messages), list(state.tools))
         controller = AbortController()
         idle = anyio.Event()
         # from here to the first await nothing else runs: the busy check and this are atomic
         self._lifecycle.fire("start")
         self._controller = controller
         self._idle = idle
-        state._is_streaming = True
-        state._streaming_message = None
-        state._error_message = None
-        self._suspending = False
-        suspended = False
         store = self.store
         journal: dict[str, Any] = {}
         if store is not None:
-            journal = {
-                "store": store,
-                "run_id": uuid.uuid4().hex,
-                "session_id": self.options.session_id,
-            }
+            try:
+                self._lease = await self._hold_session(store, resume, controller.signal)
+            except BaseException:
+                self._controller = None
+                self._lifecycle.fire("finish")
+                idle.set()
+                raise
+            if resume is None:
+                journal = {
+                    "store": store,
+                    "run_id": uuid.uuid4().hex,
+                    "session_id": self.options.session_id,
+                }
+        config = self._loop_config(skip_initial_steering)
+        context = AgentContext(state.system_prompt, list(state.messages), list(state.tools))
+        state.begin_run()
+        self._approvals.suspending = False
+        suspended = False
         try:
             if resume is not None:
                 from agentcore_fsm.runtime.resume import resume_run
@@ -1081,19 +717,12 @@ class Agent:
                         stream_fn=stream_fn,
                         on_transition=self.on_transition,
                     )
-            if prompts is None:
-                return await run_agent_loop_continue(
-                    context,
-                    config,
-                    self._emit,
-                    signal=controller.signal,
-                    stream_fn=stream_fn,
-                    on_transition=self.on_transition,
-                    deps=self.deps,
-                    **journal,
-                )
-            return await run_agent_loop(
-                prompts,
+            run = (
+                run_agent_loop_continue
+                if prompts is None
+                else functools.partial(run_agent_loop, prompts)
+            )
+            return await run(
                 context,
                 config,
                 self._emit,
@@ -1110,13 +739,10 @@ class Agent:
             return exc.messages
         finally:
             if not suspended:
-                _answer_dangling_calls(state._messages)
-                state._pending_approvals = {}
-                self._decisions.clear()
-            self._suspending = False
-            state._is_streaming = False
-            state._streaming_message = None
-            state._pending_tool_calls = set()
+                self._approvals.clear()
+            state.end_run(suspended)
+            self._approvals.suspending = False
+            self._release_session(store)
             self._controller = None
             self._lifecycle.fire("finish")
             idle.set()

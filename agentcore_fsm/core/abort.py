@@ -19,9 +19,20 @@ from typing import Any
 
 import anyio
 
-__all__ = ["AbortController", "AbortSignal"]
+__all__ = ["AbortController", "AbortSignal", "Listeners"]
 
 logger = logging.getLogger("agentcore_fsm")
+
+
+class Listeners:
+    """Who waits for one signal: the callbacks and the waiters' events. Shared by an
+    :class:`AbortSignal` (which adds to it) and its :class:`AbortController` (which fires it)."""
+
+    __slots__ = ("callbacks", "events")
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable[[], None]] = []
+        self.events: list[anyio.Event] = []
 
 
 class AbortSignal:
@@ -30,13 +41,12 @@ class AbortSignal:
     between steps, ``await wait()`` to block until it fires, or :meth:`add_callback` to be
     called when it does. Get one from an :class:`AbortController`, which fires it."""
 
-    __slots__ = ("_callbacks", "_events", "aborted", "reason")
+    __slots__ = ("_listeners", "aborted", "reason")
 
-    def __init__(self) -> None:
+    def __init__(self, listeners: Listeners | None = None) -> None:
         self.aborted = False
         self.reason: Any = None
-        self._callbacks: list[Callable[[], None]] = []
-        self._events: list[anyio.Event] = []
+        self._listeners = listeners if listeners is not None else Listeners()
 
     def add_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback()`` when the signal fires (at once if it has). Returns a remover.
@@ -51,11 +61,12 @@ class AbortSignal:
             except Exception:
                 logger.exception("an abort callback raised; ignored")
             return lambda: None
-        self._callbacks.append(callback)
+        callbacks = self._listeners.callbacks
+        callbacks.append(callback)
 
         def remove() -> None:
             try:
-                self._callbacks.remove(callback)
+                self._listeners.callbacks.remove(callback)
             except ValueError:
                 pass
 
@@ -66,16 +77,33 @@ class AbortSignal:
         if self.aborted:
             return
         event = anyio.Event()
-        self._events.append(event)
+        self._listeners.events.append(event)
         await event.wait()
 
-    def _fire(self, reason: Any) -> None:
-        if self.aborted:
+    def __repr__(self) -> str:
+        return f"AbortSignal(aborted={self.aborted}, reason={self.reason!r})"
+
+
+class AbortController:
+    """Owns an :class:`AbortSignal`; ``abort()`` fires it (later calls do nothing)."""
+
+    __slots__ = ("_listeners", "signal")
+
+    def __init__(self) -> None:
+        self._listeners = Listeners()
+        self.signal = AbortSignal(self._listeners)
+
+    def abort(self, reason: Any = None) -> None:
+        """Fire the signal with ``reason``: its waiters wake and its callbacks run (see
+        :meth:`AbortSignal.add_callback`). Later calls do nothing."""
+        signal = self.signal
+        if signal.aborted:
             return
-        self.aborted = True
-        self.reason = reason
-        callbacks, self._callbacks = self._callbacks, []
-        events, self._events = self._events, []
+        signal.aborted = True
+        signal.reason = reason
+        listeners = self._listeners
+        callbacks, listeners.callbacks = listeners.callbacks, []
+        events, listeners.events = listeners.events, []
         for event in events:
             event.set()
         interrupt: BaseException | None = None
@@ -90,20 +118,3 @@ class AbortSignal:
                     interrupt = exc
         if interrupt is not None:
             raise interrupt
-
-    def __repr__(self) -> str:
-        return f"AbortSignal(aborted={self.aborted}, reason={self.reason!r})"
-
-
-class AbortController:
-    """Owns an :class:`AbortSignal`; ``abort()`` fires it (later calls do nothing)."""
-
-    __slots__ = ("signal",)
-
-    def __init__(self) -> None:
-        self.signal = AbortSignal()
-
-    def abort(self, reason: Any = None) -> None:
-        """Fire the signal with ``reason``: its waiters wake and its callbacks run (see
-        :meth:`AbortSignal.add_callback`). Later calls do nothing."""
-        self.signal._fire(reason)

@@ -2,14 +2,21 @@
 
 These hold callables, so they are plain dataclasses rather than pydantic models. Every hook may
 be a plain function or ``async def``; the driver awaits whatever comes back.
+
+Every field is checked when it is set, at construction and on assignment (see
+:mod:`agentcore_fsm.core.checks`): a hook that is not callable, a duration that is NaN, infinite or
+negative, a value of the wrong type is refused at once with a ``TypeError`` or ``ValueError`` naming
+the field, not when a run reaches it. The checks run once per value set, never per input.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, get_args
 
+from agentcore_fsm.core import checks
+from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.messages import (
     AgentMessage,
     AssistantMessage,
@@ -21,7 +28,6 @@ from agentcore_fsm.core.messages import (
 from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
 
 if TYPE_CHECKING:
-    from agentcore_fsm.core.abort import AbortSignal
     from agentcore_fsm.core.events import AssistantMessageEvent
 
 __all__ = [
@@ -43,9 +49,51 @@ MaybeAwaitable: TypeAlias = Any
 """A value, or an awaitable of it (hooks may be sync or async)."""
 
 
+def _messages(where: str, name: str, value: Any) -> list[AgentMessage]:
+    if isinstance(value, tuple):
+        value = list(value)
+    if not isinstance(value, list):
+        raise TypeError(f"{where}: {name} must be a list of messages, not {type(value).__name__}")
+    return value
+
+
+def _tools(where: str, name: str, value: Any) -> list[AgentTool]:
+    if isinstance(value, tuple):
+        value = list(value)
+    if not isinstance(value, list):
+        raise TypeError(f"{where}: {name} must be a list of AgentTool, not {type(value).__name__}")
+    for i, tool in enumerate(value):
+        if not isinstance(tool, AgentTool):
+            raise TypeError(f"{where}: {name}[{i}] must be an AgentTool, not {type(tool).__name__}")
+    return value
+
+
+class Checked:
+    """A dataclass whose fields are checked when set: ``_checks`` maps a field's name to its
+    check (:mod:`agentcore_fsm.core.checks`); a subclass adds its own fields' checks."""
+
+    _checks: ClassVar[dict[str, checks.Check]] = {}
+
+    if not TYPE_CHECKING:  # runtime only: type checkers keep checking the fields' types
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            check = self._checks.get(name)
+            if check is not None:
+                value = check(type(self).__name__, name, value)
+            object.__setattr__(self, name, value)
+
+
 @dataclass
-class AgentContext:
-    """The conversation a run works on. Runs never mutate the caller's object or its lists."""
+class AgentContext(Checked):
+    """The conversation a run works on. Runs never mutate the caller's object or its lists.
+    ``system_prompt`` is a str, ``messages`` and ``tools`` lists (a tuple is taken as a list;
+    every tool an :class:`~agentcore_fsm.core.tools.AgentTool`)."""
+
+    _checks: ClassVar[dict[str, checks.Check]] = {
+        "system_prompt": checks.text,
+        "messages": _messages,
+        "tools": _tools,
+    }
 
     system_prompt: str = ""
     messages: list[AgentMessage] = field(default_factory=list)
@@ -64,12 +112,31 @@ class LlmContext:
     tools: list[AgentTool]
 
 
+_MODEL_CALL_CHECKS: dict[str, checks.Check] = {
+    "api_key": checks.str_or_none,
+    "reasoning": checks.choice((None, *get_args(ThinkingLevel))),
+    "session_id": checks.str_or_none,
+    "thinking_budgets": checks.str_int_dict_or_none,
+    "transport": checks.str_or_none,
+    "max_retry_delay_ms": checks.int_or_none(0),
+    "temperature": checks.finite_number_or_none,
+    "max_tokens": checks.int_or_none(1),
+    "headers": checks.str_dict_or_none,
+    "on_payload": checks.callable_or_none,
+    "on_response": checks.callable_or_none,
+}
+
+
 @dataclass(kw_only=True)
-class ModelCallOptions:
+class ModelCallOptions(Checked):
     """The options of a model call, defined once: :class:`AgentLoopConfig` and
     :class:`StreamOptions` both have exactly these fields (they inherit them), and an ``Agent``
     keeps its own in :attr:`Agent.options <agentcore_fsm.Agent.options>`. A provider reads the
-    ones it supports and ignores the others; ``None`` means the provider's default."""
+    ones it supports and ignores the others; ``None`` means the provider's default. Each is
+    checked when set (a str where a str belongs, ``temperature`` a finite number >= 0,
+    ``max_tokens`` an int >= 1, ``max_retry_delay_ms`` an int >= 0, the hooks callables)."""
+
+    _checks: ClassVar[dict[str, checks.Check]] = _MODEL_CALL_CHECKS
 
     api_key: str | None = None
     """The API key (``get_api_key``, when configured and returning one, takes precedence)."""
@@ -102,6 +169,11 @@ class StreamOptions(ModelCallOptions):
     """What a stream function is given with each call: the model-call options of the run
     (:class:`ModelCallOptions`) and the run's abort ``signal``."""
 
+    _checks: ClassVar[dict[str, checks.Check]] = {
+        **_MODEL_CALL_CHECKS,
+        "signal": checks.instance_or_none(AbortSignal, "an AbortSignal"),
+    }
+
     signal: AbortSignal | None = None
 
 
@@ -113,10 +185,11 @@ def stream_options(
     reasoning: ThinkingLevel | None = None,
 ) -> StreamOptions:
     """The :class:`StreamOptions` of one model call: ``options`` (a run's config) with the
-    call's ``signal``, its ``api_key`` if one was obtained, and its current ``reasoning``."""
+    call's ``signal``, its ``api_key`` if one was obtained, and its current ``reasoning``.
+    The options were checked when they were set: they are copied without checking again."""
     made = StreamOptions(signal=signal)
     for name in MODEL_CALL_OPTIONS:
-        setattr(made, name, getattr(options, name))
+        object.__setattr__(made, name, getattr(options, name))
     if api_key:
         made.api_key = api_key
     made.reasoning = reasoning
@@ -164,7 +237,27 @@ Hook: TypeAlias = Callable[..., MaybeAwaitable]
 class AgentLoopConfig(ModelCallOptions):
     """The configuration of a run (see docs/reference.md#configuration). Only ``model`` is
     required. The model-call options (``api_key``, ``reasoning``, ``temperature`` …) are those
-    of :class:`ModelCallOptions`, passed to the stream function with each call."""
+    of :class:`ModelCallOptions`, passed to the stream function with each call. Every field is
+    checked when set: ``model`` a :class:`~agentcore_fsm.core.messages.Model`, each hook a
+    callable or None, ``tool_execution`` ``"parallel"`` or ``"sequential"``,
+    ``approval_timeout_s`` a finite number of seconds >= 0 or None."""
+
+    _checks: ClassVar[dict[str, checks.Check]] = {
+        **_MODEL_CALL_CHECKS,
+        "model": checks.instance(Model, "a Model"),
+        "convert_to_llm": checks.callable_or_none,
+        "transform_context": checks.callable_or_none,
+        "get_api_key": checks.callable_or_none,
+        "tool_execution": checks.choice(get_args(ToolExecutionMode)),
+        "before_tool_call": checks.callable_or_none,
+        "after_tool_call": checks.callable_or_none,
+        "prepare_next_turn": checks.callable_or_none,
+        "should_stop_after_turn": checks.callable_or_none,
+        "get_steering_messages": checks.callable_or_none,
+        "get_follow_up_messages": checks.callable_or_none,
+        "decide_approval": checks.callable_or_none,
+        "approval_timeout_s": checks.duration_or_none,
+    }
 
     model: Model
     convert_to_llm: Callable[[list[AgentMessage]], MaybeAwaitable] | None = None

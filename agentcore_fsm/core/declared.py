@@ -9,13 +9,13 @@ class: a declared name without its method, or such a method that no declaration 
 
 Compiling builds a ``transitions.Machine`` from the declaration through its public constructor,
 with two documented extension points: a ``transition_cls`` that carries the declared
-:class:`~agentcore_fsm.core.declaration.TransitionSpec` and a ``event_cls`` whose ``trigger`` takes
-the first transition (in declaration order) whose guards hold — and nothing else: machines built
-here use none of ``transitions``' callback phases, so an event skips them. The compiled machine is
-owned by the declaration object (``Declaration.compiled``), one per running class, shared by every
-run; a run is never registered on it (it is the model handed to ``Event.trigger``), so nothing is
-kept alive after a run however it ends. Runs stepped from several threads at once are safe: the
-machine is unqueued and holds no per-run state.
+:class:`~agentcore_fsm.core.declaration.TransitionSpec` and a ``event_cls`` whose ``select`` picks
+the first transition (in declaration order) whose guards hold, which the running machine then
+takes — and nothing else: machines built here use none of ``transitions``' callback phases. The
+compiled machine is owned by the declaration object (``Declaration.compiled``), one per running
+class, shared by every run; a run is never registered on it (it is the model handed to
+``Event.select``), so nothing is kept alive after a run however it ends. Runs stepped from several
+threads at once are safe: the machine is unqueued and holds no per-run state.
 
 The rules, the same for every machine:
 
@@ -115,20 +115,21 @@ def _machine_class() -> type[Any]:
             self.checks = tuple((c.func, c.target) for c in self.conditions)
 
     class DeclaredEvent(Event):
-        """An event whose ``trigger(model)`` takes the first transition from the model's state
-        whose guards hold and hands its spec to ``model._take``; True if one was taken."""
+        """An event that picks a transition: ``select(model)`` is the spec of the first
+        transition from the model's state whose guards hold (None if none holds). The running
+        machine takes it (:meth:`DeclaredMachine.fire`/``offer``); ``transitions``' own
+        ``trigger`` and its callback phases are never used."""
 
-        def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
+        def select(self, model: Any) -> TransitionSpec | None:
             candidates: Any = self.transitions.get(model.state)
             if not candidates:
-                return False
+                return None
             if len(candidates) == 1:
                 transition = candidates[0]
                 for check, target in transition.checks:
                     if bool(check(model)) is not target:
-                        return False
-                model._take(transition.spec)
-                return True
+                        return None
+                return transition.spec  # type: ignore[no-any-return]
             # several candidates often share a guard: each guard runs at most once per trigger
             # (guards are predicates of the machine's data, which does not change meanwhile)
             seen: dict[Any, bool] = {}
@@ -140,9 +141,8 @@ def _machine_class() -> type[Any]:
                     if value is not target:
                         break
                 else:
-                    model._take(transition.spec)
-                    return True
-            return False
+                    return transition.spec  # type: ignore[no-any-return]
+            return None
 
     class CompiledMachine(Machine):
         transition_cls = DeclaredTransition
@@ -296,15 +296,21 @@ class DeclaredMachine:
     def fire(self, trigger: str) -> None:
         """Take the transition for ``trigger`` (one must hold: the declaration says so)."""
         source = self.state
-        if not self._compiled.events[trigger].trigger(self):
+        spec = self._compiled.events[trigger].select(self)
+        if spec is None:
             raise MachineError(
                 f"{self.declaration.name}: no declared transition for {trigger!r} from "
                 f"{source!r} had its guards hold"
             )
+        self._take(spec)
 
     def offer(self, trigger: str) -> bool:
         """Take the transition for ``trigger`` if one from the current state holds."""
-        return bool(self._compiled.events[trigger].trigger(self))
+        spec = self._compiled.events[trigger].select(self)
+        if spec is None:
+            return False
+        self._take(spec)
+        return True
 
     def enter_effect(self) -> None:
         """Ask again for the current state's effect (if it declares one), as entering it did:
@@ -319,7 +325,8 @@ class DeclaredMachine:
                 return
 
     def _take(self, spec: TransitionSpec) -> None:
-        """Called by the compiled event: change state, record, emit, enter."""
+        """Take the transition ``spec`` (selected by the compiled event): change state, record,
+        emit, enter."""
         compiled = self._compiled
         source = self.state
         self.state = dest = spec.dest
@@ -335,7 +342,9 @@ class DeclaredMachine:
         for action in compiled.actions[spec.index]:
             action(self)
         for trigger in compiled.auto.get(dest, ()):
-            if compiled.events[trigger].trigger(self):
+            taken = compiled.events[trigger].select(self)
+            if taken is not None:
+                self._take(taken)
                 return
         effect = compiled.effects.get(dest)
         if effect is not None:

@@ -44,6 +44,7 @@ __all__ = [
     "ApprovalDecidedEvent",
     "ApprovalRequestedEvent",
     "AssistantMessageEvent",
+    "BlockEvent",
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
@@ -59,6 +60,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
+    "ToolEvent",
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
@@ -128,93 +130,86 @@ class StreamStart(EventData):
 
 
 @dataclass(slots=True, kw_only=True)
-class TextStart(EventData):
+class BlockEvent(EventData):
+    """What every event of one block of the answer has: the block's place in the partial
+    message (``partial.content[content_index]``) and the partial message itself. The base of
+    the ``text_*``, ``thinking_*`` and ``toolcall_*`` events (each names its ``type``)."""
+
+    type: str
+    content_index: int
+    partial: AssistantMessage
+
+
+@dataclass(slots=True, kw_only=True)
+class TextStart(BlockEvent):
     """A text block opened at ``partial.content[content_index]``."""
 
     type: Literal["text_start"] = "text_start"
-    content_index: int
-    partial: AssistantMessage
 
 
 @dataclass(slots=True, kw_only=True)
-class TextDelta(EventData):
+class TextDelta(BlockEvent):
     """``delta`` was appended to the text block at ``content_index`` (``partial`` has it)."""
 
     type: Literal["text_delta"] = "text_delta"
-    content_index: int
     delta: str
-    partial: AssistantMessage
 
 
 @dataclass(slots=True, kw_only=True)
-class TextEnd(EventData):
+class TextEnd(BlockEvent):
     """The text block at ``content_index`` is complete; ``content`` is its whole text."""
 
     type: Literal["text_end"] = "text_end"
-    content_index: int
     content: str
-    partial: AssistantMessage
 
 
 @dataclass(slots=True, kw_only=True)
-class ThinkingStart(EventData):
+class ThinkingStart(BlockEvent):
     """A thinking block opened at ``partial.content[content_index]``."""
 
     type: Literal["thinking_start"] = "thinking_start"
-    content_index: int
-    partial: AssistantMessage
 
 
 @dataclass(slots=True, kw_only=True)
-class ThinkingDelta(EventData):
+class ThinkingDelta(BlockEvent):
     """``delta`` was appended to the thinking block at ``content_index``."""
 
     type: Literal["thinking_delta"] = "thinking_delta"
-    content_index: int
     delta: str
-    partial: AssistantMessage
 
 
 @dataclass(slots=True, kw_only=True)
-class ThinkingEnd(EventData):
+class ThinkingEnd(BlockEvent):
     """The thinking block at ``content_index`` is complete; ``content`` is its text."""
 
     type: Literal["thinking_end"] = "thinking_end"
-    content_index: int
     content: str
-    partial: AssistantMessage
 
 
 @dataclass(slots=True, kw_only=True)
-class ToolCallStart(EventData):
+class ToolCallStart(BlockEvent):
     """A tool-call block opened at ``partial.content[content_index]`` (its name and id
     are set; its arguments arrive as JSON text in :class:`ToolCallDelta` events)."""
 
     type: Literal["toolcall_start"] = "toolcall_start"
-    content_index: int
-    partial: AssistantMessage
 
 
 @dataclass(slots=True, kw_only=True)
-class ToolCallDelta(EventData):
+class ToolCallDelta(BlockEvent):
     """``delta`` is the next piece of the JSON text of the call's arguments (the block's
     ``arguments`` are parsed from the whole text at :class:`ToolCallEnd`)."""
 
     type: Literal["toolcall_delta"] = "toolcall_delta"
-    content_index: int
     delta: str
-    partial: AssistantMessage
 
 
 @dataclass(slots=True, kw_only=True)
-class ToolCallEnd(EventData):
+class ToolCallEnd(BlockEvent):
     """The tool call at ``content_index`` is complete; ``tool_call`` has its parsed
     arguments."""
 
     type: Literal["toolcall_end"] = "toolcall_end"
-    content_index: int
     tool_call: ToolCall
-    partial: AssistantMessage
 
 
 @dataclass(slots=True, kw_only=True)
@@ -332,62 +327,62 @@ class MessageEndEvent(EventData):
 
 
 @dataclass(slots=True, kw_only=True)
-class ToolExecutionStartEvent(EventData):
+class ToolEvent(EventData):
+    """What every event of one tool call has: the call's id and its tool's name. The base of
+    the ``tool_execution_*`` and ``approval_*`` events (each names its ``type``)."""
+
+    type: str
+    tool_call_id: str
+    tool_name: str
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolExecutionStartEvent(ToolEvent):
     """A tool call begins; ``args`` are the arguments the model sent."""
 
     type: Literal["tool_execution_start"] = "tool_execution_start"
-    tool_call_id: str
-    tool_name: str
     args: Any = None
 
 
 @dataclass(slots=True, kw_only=True)
-class ToolExecutionUpdateEvent(EventData):
+class ToolExecutionUpdateEvent(ToolEvent):
     """A running tool reported progress through its ``on_update`` callback;
     ``partial_result`` is what it reported."""
 
     type: Literal["tool_execution_update"] = "tool_execution_update"
-    tool_call_id: str
-    tool_name: str
     args: Any = None
     partial_result: AgentToolResult
 
 
 @dataclass(slots=True, kw_only=True)
-class ToolExecutionEndEvent(EventData):
+class ToolExecutionEndEvent(ToolEvent):
     """A tool call finished: ``result`` is its result and ``is_error`` whether it
     failed (the call was rejected, the tool raised, or the run was aborted)."""
 
     type: Literal["tool_execution_end"] = "tool_execution_end"
-    tool_call_id: str
-    tool_name: str
     result: AgentToolResult
     is_error: bool
 
 
 @dataclass(slots=True, kw_only=True)
-class ApprovalRequestedEvent(EventData):
+class ApprovalRequestedEvent(ToolEvent):
     """A tool call waits for approval: ``args`` are the arguments as validated (what the tool
     would receive), ``reason`` why approval is asked. Comes after the call's
     ``tool_execution_start``; exactly one ``approval_decided`` follows before its
     ``tool_execution_end``."""
 
     type: Literal["approval_requested"] = "approval_requested"
-    tool_call_id: str
-    tool_name: str
     args: Any = None
     reason: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)
-class ApprovalDecidedEvent(EventData):
+class ApprovalDecidedEvent(ToolEvent):
     """The decision about a call that waited for approval: ``approved``, ``reason``,
     ``decided_by`` (who or what decided: the approver's text, or "timeout", "abort", "no
     approver") and ``args``, the arguments the approver changed (None: unchanged)."""
 
     type: Literal["approval_decided"] = "approval_decided"
-    tool_call_id: str
-    tool_name: str
     approved: bool
     reason: str | None = None
     decided_by: str = "user"

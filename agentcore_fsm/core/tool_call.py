@@ -5,28 +5,37 @@ run; the loop offers it its triggers in the order the declaration describes and 
 outcomes of its effects. Its guards, emit actions and effects are the small methods below; the
 events it emits and the effects it asks for go into the loop's current step. Pure: it never calls
 user code (``prepare_arguments``, the hooks and ``execute`` are effects the driver performs).
+
+The call sees its loop only through :class:`CallOwner`, a small typed interface the loop machine
+satisfies: what the call reads (the run's context and configuration, the assistant message whose
+call it is, the clock, whether it may begin or answer yet) and where what it produces goes (an
+event, an effect, its result message). This module does not import the loop's.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from agentcore_fsm.core.approval import ApprovalRequest, denied_text
 from agentcore_fsm.core.boundary import describe_value, exc_text
+from agentcore_fsm.core.config import AgentContext, AgentLoopConfig
 from agentcore_fsm.core.declared import DeclaredMachine
 from agentcore_fsm.core.events import (
+    AgentEvent,
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
 )
-from agentcore_fsm.core.messages import ToolCall, ToolResultMessage
+from agentcore_fsm.core.messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
 from agentcore_fsm.core.protocol import (
     ApprovalDecided,
     AwaitApproval,
     CallHook,
     CheckApproval,
+    Effect,
     ExecuteTool,
     PrepareArguments,
 )
@@ -41,10 +50,7 @@ from agentcore_fsm.core.tools import (
     validate_arguments,
 )
 
-if TYPE_CHECKING:
-    from agentcore_fsm.core.machine import LoopMachine
-
-__all__ = ["ABORTED_TEXT", "TRUNCATED_TEXT", "ToolCallMachine"]
+__all__ = ["ABORTED_TEXT", "TRUNCATED_TEXT", "CallOwner", "ToolCallMachine"]
 
 ABORTED_TEXT = "Operation aborted"
 TRUNCATED_TEXT = (
@@ -63,12 +69,57 @@ APPROVAL_REASON = 'Tool "{name}" requires approval'
 """The reason of an approval request made because the tool requires it."""
 
 
+class CallOwner(Protocol):
+    """The loop a :class:`ToolCallMachine` belongs to, as the call sees it (the
+    :class:`~agentcore_fsm.core.machine.LoopMachine` satisfies it)."""
+
+    @property
+    def context(self) -> AgentContext:
+        """The run's context (its tools: where the call's tool is looked up)."""
+        ...
+
+    @property
+    def config(self) -> AgentLoopConfig:
+        """The run's configuration (its tool hooks)."""
+        ...
+
+    @property
+    def assistant_message(self) -> AssistantMessage | None:
+        """The assistant message whose tool call this is, once it ended."""
+        ...
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """The run's clock (ms): the timestamp of the call's result message."""
+        ...
+
+    def may_begin_call(self, index: int) -> bool:
+        """Whether call ``index`` may begin now (the sequential/parallel policy)."""
+        ...
+
+    def may_answer_call(self, index: int) -> bool:
+        """Whether call ``index`` may append its result message now (source order)."""
+        ...
+
+    def emit_event(self, event: AgentEvent) -> None:
+        """Add ``event`` to the current step's events."""
+        ...
+
+    def request_effect(self, effect: Effect) -> None:
+        """Add ``effect`` to the current step's effects."""
+        ...
+
+    def append_message(self, message: AgentMessage) -> None:
+        """Add ``message`` to the run's transcript (with its message_start/end events)."""
+        ...
+
+
 class ToolCallMachine(DeclaredMachine):
     """The machine of tool call ``index`` of the loop's current assistant message."""
 
     declaration_name = "tool_call"
 
-    def __init__(self, loop: LoopMachine, index: int, call: ToolCall, declaration: Any) -> None:
+    def __init__(self, loop: CallOwner, index: int, call: ToolCall, declaration: Any) -> None:
         super().__init__(declaration)
         self.loop = loop
         self.index = index
@@ -147,7 +198,7 @@ class ToolCallMachine(DeclaredMachine):
     # --- guards ---------------------------------------------------------------------------
 
     def _guard_may_begin(self) -> bool:
-        return self.loop._may_begin(self.index)
+        return self.loop.may_begin_call(self.index)
 
     def _guard_tool_found(self) -> bool:
         if self.tool is None:
@@ -211,20 +262,20 @@ class ToolCallMachine(DeclaredMachine):
         return self.loop.config.after_tool_call is not None and not self.finished_after_abort
 
     def _guard_may_answer(self) -> bool:
-        return self.loop._may_answer(self.index)
+        return self.loop.may_answer_call(self.index)
 
     # --- emit actions ---------------------------------------------------------------------
 
     def _emit_execution_start(self) -> None:
         call = self.call
-        self.loop._out.append(
+        self.loop.emit_event(
             ToolExecutionStartEvent(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
         )
 
     def _end(self, result: AgentToolResult, is_error: bool) -> None:
         self.result, self.is_error = result, is_error
         call = self.call
-        self.loop._out.append(
+        self.loop.emit_event(
             ToolExecutionEndEvent(
                 tool_call_id=call.id, tool_name=call.name, result=result, is_error=is_error
             )
@@ -252,7 +303,7 @@ class ToolCallMachine(DeclaredMachine):
             tool_call_id=call.id, tool_name=call.name, args=self.args, reason=reason
         )
         self.request = request
-        self.loop._out.append(
+        self.loop.emit_event(
             ApprovalRequestedEvent(
                 tool_call_id=call.id, tool_name=call.name, args=request.args, reason=reason
             )
@@ -264,7 +315,7 @@ class ToolCallMachine(DeclaredMachine):
         call = self.call
         if not decision.approved:
             self.rejection = denied_text(call.name, decision.reason)
-        self.loop._out.append(
+        self.loop.emit_event(
             ApprovalDecidedEvent(
                 tool_call_id=call.id,
                 tool_name=call.name,
@@ -277,7 +328,7 @@ class ToolCallMachine(DeclaredMachine):
 
     def _emit_aborted_decision(self) -> None:
         call = self.call
-        self.loop._out.append(
+        self.loop.emit_event(
             ApprovalDecidedEvent(
                 tool_call_id=call.id,
                 tool_name=call.name,
@@ -301,46 +352,48 @@ class ToolCallMachine(DeclaredMachine):
             timestamp=self.loop.clock(),
         )
         self.message = message
-        self.loop._append(message)
+        self.loop.append_message(message)
 
     # --- effects --------------------------------------------------------------------------
 
     def _effect_prepare_arguments(self) -> None:
         assert self.tool is not None
-        self.loop._effects.append(PrepareArguments(self.index, self.tool, self.raw))
+        self.loop.request_effect(PrepareArguments(self.index, self.tool, self.raw))
 
     def _effect_before_tool_call(self) -> None:
         loop = self.loop
-        assert loop._final is not None
+        message = loop.assistant_message
+        assert message is not None
         ctx = BeforeToolCallContext(
-            assistant_message=loop._final, tool_call=self.call, args=self.args, context=loop.context
+            assistant_message=message, tool_call=self.call, args=self.args, context=loop.context
         )
-        loop._effects.append(CallHook("before_tool_call", ctx, self.index))
+        loop.request_effect(CallHook("before_tool_call", ctx, self.index))
 
     def _effect_check_approval(self) -> None:
         assert self.tool is not None
-        self.loop._effects.append(CheckApproval(self.index, self.tool, self.args))
+        self.loop.request_effect(CheckApproval(self.index, self.tool, self.args))
 
     def _effect_await_approval(self) -> None:
         assert self.request is not None
-        self.loop._effects.append(AwaitApproval(self.index, self.request))
+        self.loop.request_effect(AwaitApproval(self.index, self.request))
 
     def _effect_execute(self) -> None:
         assert self.tool is not None
-        self.loop._effects.append(ExecuteTool(self.index, self.tool, self.call, self.args))
+        self.loop.request_effect(ExecuteTool(self.index, self.tool, self.call, self.args))
 
     def _effect_after_tool_call(self) -> None:
         loop = self.loop
-        assert loop._final is not None and self.result is not None
+        message = loop.assistant_message
+        assert message is not None and self.result is not None
         ctx = AfterToolCallContext(
-            assistant_message=loop._final,
+            assistant_message=message,
             tool_call=self.call,
             args=self.args,
             result=self.result,
             is_error=self.is_error,
             context=loop.context,
         )
-        loop._effects.append(CallHook("after_tool_call", ctx, self.index))
+        loop.request_effect(CallHook("after_tool_call", ctx, self.index))
 
 
 def _json_copy(value: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentcore_fsm.core import checks
 from agentcore_fsm.core.messages import (
     AssistantMessage,
     ToolCall,
@@ -69,6 +70,11 @@ class AgentTool:
     validator is kept on the tool for the schema object it was made from. Editing that dict in
     place afterwards is not checked again (validation reads the edited dict, but an invalid edit
     shows only when a call is validated): assign a new dict to have it checked.
+
+    The other fields are checked when set too (``TypeError``/``ValueError`` naming the tool and
+    the field): ``name`` a non-empty str, ``description`` and ``label`` strs, ``execute`` a
+    callable, ``prepare_arguments`` a callable or None, ``execution_mode`` ``"parallel"``,
+    ``"sequential"`` or None, ``idempotent`` a bool.
     """
 
     name: str
@@ -91,6 +97,10 @@ class AgentTool:
     if not TYPE_CHECKING:  # runtime only: type checkers keep flagging unknown attribute names
 
         def __setattr__(self, name: str, value: Any) -> None:
+            check = _TOOL_CHECKS.get(name)
+            if check is not None:
+                where = f"tool {self.name!r}" if name != "name" else "AgentTool"
+                value = check(where, name, value)
             object.__setattr__(self, name, value)
             if name == "parameters":
                 object.__setattr__(self, "_validator", _compile_parameters(self.name, value))
@@ -99,6 +109,16 @@ class AgentTool:
                     f"tool {self.name!r}: requires_approval must be a bool or a callable "
                     f"(args) -> bool, not {type(value).__name__}"
                 )
+
+    def compiled_schema(self) -> CompiledSchema:
+        """The validator compiled from JSON-schema ``parameters`` (made when they were set, or
+        now if the dict was swapped in without going through assignment)."""
+        compiled = self._validator
+        params = self.parameters
+        if compiled is None or compiled.source is not params:
+            compiled = _compile_dict_schema(self.name, params)
+            object.__setattr__(self, "_validator", compiled)
+        return compiled
 
     def json_schema(self) -> dict[str, Any]:
         """The parameters as a JSON schema (for providers)."""
@@ -151,6 +171,40 @@ class AfterToolCallContext(BaseModel):
     result: AgentToolResult
     is_error: bool
     context: Any
+
+
+def _tool_name(where: str, name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: {name} must be a str, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{where}: {name} must not be empty")
+    return value
+
+
+def _flag(where: str, name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}: {name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _execute(where: str, name: str, value: Any) -> Any:
+    if not callable(value):
+        raise TypeError(
+            f"{where}: {name} must be a callable (tool_call_id, params, signal, on_update), "
+            f"not {type(value).__name__}"
+        )
+    return value
+
+
+_TOOL_CHECKS: dict[str, checks.Check] = {
+    "name": _tool_name,
+    "description": checks.text,
+    "execute": _execute,
+    "label": checks.text,
+    "prepare_arguments": checks.callable_or_none,
+    "execution_mode": checks.choice(("parallel", "sequential", None)),
+    "idempotent": _flag,
+}
 
 
 # --- pure helpers used by the machine -------------------------------------------------------
@@ -228,11 +282,7 @@ def validate_arguments(tool: AgentTool, raw: Any) -> Any:
                 for err in exc.errors(include_url=False)
             ]
             raise ToolCallRejected(_format_validation(tool.name, problems, raw)) from None
-    compiled = tool._validator
-    if compiled is None or compiled.source is not params:  # set without going through setattr
-        compiled = _compile_dict_schema(tool.name, params)
-        object.__setattr__(tool, "_validator", compiled)
-    problems = compiled.problems(raw)
+    problems = tool.compiled_schema().problems(raw)
     if problems:
         raise ToolCallRejected(_format_validation(tool.name, problems, raw))
     return raw

@@ -96,10 +96,20 @@ except ImportError as _exc:  # pragma: no cover - the extra is installed in the 
 from pydantic import BaseModel, ValidationError
 
 from agentcore_fsm.core.abort import AbortSignal
-from agentcore_fsm.core.messages import ImageContent, TextContent, ToolResultContent, clip
+from agentcore_fsm.core.messages import TextContent, clip
 from agentcore_fsm.core.tool_call import ABORTED_TEXT
 from agentcore_fsm.core.tools import AgentTool, AgentToolResult, ToolUpdateCallback
 from agentcore_fsm.core.version import __version__
+from agentcore_fsm.integrations.mcp_results import (
+    closed_in,
+    convert_result,
+    describe_exception,
+    error_result,
+    is_closed,
+    progress_result,
+    rpc_error,
+    validation_problems,
+)
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -119,7 +129,6 @@ DEFAULT_CONNECT_TIMEOUT = 30.0
 """Seconds the server has to start, negotiate the protocol and list its tools."""
 MAX_PAGES = 100
 """How many pages of ``tools/list`` are read at most (a server that pages forever)."""
-_MAX_PROBLEMS = 3
 
 ToolFilter: TypeAlias = Collection[str] | Callable[[mcp_types.Tool], bool]
 """Which of the server's tools to keep: their names (the server's, before the prefix), or a
@@ -355,8 +364,8 @@ class MCPSession:
                     f'MCP server "{label}" did not answer within {self.connect_timeout:g} s'
                 )
         except Exception as exc:
-            why = _describe(exc)
-            if _closed_in(exc):
+            why = describe_exception(exc)
+            if closed_in(exc):
                 why = "the server closed the connection (did it exit?)"
             if not started:
                 self._start_error = f'MCP server "{label}" could not be started: {why}'
@@ -436,12 +445,13 @@ class MCPSession:
                     MAX_PAGES,
                 )
         except ValidationError as exc:
+            problems = validation_problems(exc)
             raise MCPConnectionError(
-                f'MCP server "{self.name}" sent a tool list that is not valid: {_problems(exc)}'
+                f'MCP server "{self.name}" sent a tool list that is not valid: {problems}'
             ) from None
         except MCPError as exc:
             raise MCPConnectionError(
-                f'MCP server "{self.name}" did not list its tools: {_rpc_error(exc)}'
+                f'MCP server "{self.name}" did not list its tools: {rpc_error(exc)}'
             ) from None
         return self._build(listed)
 
@@ -528,7 +538,9 @@ class MCPSession:
         elif isinstance(message, Exception):
             self._noise = message
             logger.warning(
-                'MCP server "%s" sent something that is not MCP: %s', self.name, _describe(message)
+                'MCP server "%s" sent something that is not MCP: %s',
+                self.name,
+                describe_exception(message),
             )
         await anyio.lowlevel.checkpoint()
 
@@ -547,7 +559,7 @@ class MCPSession:
                     if isinstance(exc, TimeoutError)
                     else str(exc)
                     if isinstance(exc, MCPConnectionError)
-                    else _describe(exc),
+                    else describe_exception(exc),
                 )
             else:
                 self._install(listing)
@@ -572,7 +584,7 @@ class MCPSession:
                 'MCP server "%s": %s told when its tools change: %s',
                 self.name,
                 "no longer" if started else "not",
-                _describe(exc),
+                describe_exception(exc),
             )
         finally:
             if not started:
@@ -592,7 +604,7 @@ class MCPSession:
         answer to an :class:`AgentToolResult`; every failure is an error result (see the
         module's docstring). This is what the tools of :attr:`tools` run."""
         if signal is not None and signal.aborted:
-            return _error(ABORTED_TEXT)
+            return error_result(ABORTED_TEXT)
         client = self._client
         if client is None or self._lost is not None:
             return self._failed(tool, f"not connected: {self._lost or 'the session is closed'}")
@@ -606,7 +618,7 @@ class MCPSession:
             report = on_update
 
             async def progress(amount: float, total: float | None, message: str | None) -> None:
-                report(_progress(amount, total, message))
+                report(progress_result(amount, total, message))
 
         requests = self._requests
         if requests is None:
@@ -627,7 +639,7 @@ class MCPSession:
             if not call.done.is_set():  # the caller is cancelled: so is the request
                 call.scope.cancel()
         if signal is not None and signal.aborted:
-            return _error(ABORTED_TEXT)
+            return error_result(ABORTED_TEXT)
         if call.lost is not None:
             return self._failed(tool, f"{call.lost}{self._noise_note()}")
         if call.timed_out:
@@ -656,28 +668,30 @@ class MCPSession:
         except MCPError as exc:
             call.failure = self._mcp_failure(exc)
         except ValidationError as exc:
-            call.failure = f"its answer is not a valid tool result: {_problems(exc)}"
+            call.failure = f"its answer is not a valid tool result: {validation_problems(exc)}"
         except RuntimeError as exc:  # the SDK's check of structured content (output schema)
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             call.failure = f"its answer is not a valid tool result: {first_line}"
         except cancelled:
             raise  # the session is closing: _lose() answers the call
         except Exception as exc:
-            call.failure = _describe(exc)
+            call.failure = describe_exception(exc)
         self._calls.discard(call)
         call.done.set()
 
     def _mcp_failure(self, exc: MCPError) -> str:
-        if _is_closed(exc):
+        if is_closed(exc):
             self._lost = "its connection closed earlier (did the server exit?)"
             closed = "the connection closed before the tool answered (did the server exit?)"
             return closed + self._noise_note()
-        return f"the server answered with an error: {_rpc_error(exc)}"
+        return f"the server answered with an error: {rpc_error(exc)}"
 
     def _noise_note(self) -> str:
         if self._noise is None:
             return ""
-        return f"; the server also sent something that is not MCP: {_describe(self._noise)}"
+        return (
+            f"; the server also sent something that is not MCP: {describe_exception(self._noise)}"
+        )
 
     def _failed(self, tool: str, what: str) -> AgentToolResult:
         return AgentToolResult(
@@ -687,159 +701,10 @@ class MCPSession:
         )
 
     def _convert(self, tool: str, result: mcp_types.CallToolResult) -> AgentToolResult:
-        content: list[ToolResultContent] = []
-        resources: list[dict[str, Any]] = []
-        for block in result.content:
-            if isinstance(block, mcp_types.TextContent):
-                content.append(TextContent(text=block.text))
-            elif isinstance(block, mcp_types.ImageContent):
-                content.append(ImageContent(data=block.data, mime_type=block.mime_type))
-            elif isinstance(block, mcp_types.AudioContent):
-                size = _size(_decoded_length(block.data))
-                content.append(TextContent(text=f"[audio {block.mime_type}, {size}: not shown]"))
-            elif isinstance(block, mcp_types.EmbeddedResource):
-                inner = block.resource
-                mime = inner.mime_type or "application/octet-stream"
-                resources.append(
-                    {"type": "resource", "uri": inner.uri, "mime_type": inner.mime_type}
-                )
-                if isinstance(inner, mcp_types.TextResourceContents):
-                    content.append(TextContent(text=f"[resource {inner.uri}]\n{inner.text}"))
-                elif mime.startswith("image/"):
-                    content.append(ImageContent(data=inner.blob, mime_type=mime))
-                else:
-                    size = _size(_decoded_length(inner.blob))
-                    content.append(
-                        TextContent(text=f"[resource {inner.uri} ({mime}, {size}): not shown]")
-                    )
-            elif isinstance(block, mcp_types.ResourceLink):
-                resources.append(
-                    {
-                        "type": "resource_link",
-                        "uri": block.uri,
-                        "mime_type": block.mime_type,
-                        "name": block.name,
-                    }
-                )
-                about = f" ({block.mime_type})" if block.mime_type else ""
-                more = f": {block.description}" if block.description else ""
-                content.append(
-                    TextContent(text=f"[resource link {block.uri}: {block.name}{about}{more}]")
-                )
-        structured = result.structured_content
-        if structured is not None and not result.content:
-            content.append(TextContent(text=json.dumps(structured, ensure_ascii=False)))
-        if result.is_error and not content:
-            content.append(
-                TextContent(
-                    text=f'MCP server "{self.name}", tool "{tool}": failed without saying why'
-                )
-            )
-        details: dict[str, Any] = {"server": self.name, "tool": tool}
-        if structured is not None:
-            details["structured_content"] = structured
-        if resources:
-            details["resources"] = resources
-        return AgentToolResult(content=content, details=details, is_error=result.is_error or None)
+        return convert_result(self.name, tool, result)
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-
-def _error(text: str) -> AgentToolResult:
-    return AgentToolResult(content=[TextContent(text=text)], is_error=True)
-
-
-def _progress(amount: float, total: float | None, message: str | None) -> AgentToolResult:
-    text = f"{amount:g}/{total:g}" if total is not None else f"{amount:g}"
-    if message:
-        text += f" {message}"
-    return AgentToolResult(
-        content=[TextContent(text=text)],
-        details={"progress": amount, "total": total, "message": message},
-    )
-
-
-def _rpc_error(exc: MCPError) -> str:
-    return f"{exc.error.message} (JSON-RPC error {exc.code})"
-
-
-def _problems(exc: ValidationError) -> str:
-    """What pydantic found wrong, in a few words: ``path: problem``, at most three of them. The
-    alternatives of a union (a content block of an unknown type) make one problem."""
-    shown: list[str] = []
-    unions: dict[str, tuple[list[str], str]] = {}  # path -> (alternatives, the type given)
-    count = 0
-    for error in exc.errors(include_url=False):
-        loc = list(error["loc"])
-        # the name of a union's alternative is a path segment that is a class name
-        cut = next((i for i, p in enumerate(loc) if isinstance(p, str) and p[:1].isupper()), None)
-        if cut is None:
-            count += 1
-            where = ".".join(str(p) for p in loc) or "root"
-            text = f"{where}: {error['msg']}"
-            if error["type"] == "json_invalid":
-                text += f" in {clip(repr(error['input']), 60)}"
-            shown.append(text)
-            continue
-        where = ".".join(str(p) for p in loc[:cut]) or "root"
-        if where not in unions:
-            count += 1
-            unions[where] = ([], "")
-            shown.append(where)
-        alternatives, given = unions[where]
-        if loc[cut] not in alternatives:
-            alternatives.append(str(loc[cut]))
-        if loc[cut + 1 :] == ["type"] and error["type"] == "literal_error":
-            given = json.dumps(error["input"], default=str)
-        unions[where] = (alternatives, given)
-    lines = []
-    for line in shown[:_MAX_PROBLEMS]:
-        if line in unions:
-            alternatives, given = unions[line]
-            line = f"{line}: is none of {', '.join(alternatives)}"
-            if given:
-                line += f" (its type is {given})"
-        lines.append(line)
-    more = count - len(lines)
-    return "; ".join(lines) + (f" (and {more} more)" if more > 0 else "")
-
-
-def _is_closed(exc: MCPError) -> bool:
-    """The SDK's own error for a connection that closed (a server may send -32000 too)."""
-    return exc.code == mcp_types.CONNECTION_CLOSED and exc.error.message == "Connection closed"
-
-
-def _describe(exc: BaseException) -> str:
-    """One line about an exception; for a group, about its first leaf that is not a
-    cancellation."""
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            if not isinstance(inner, anyio.get_cancelled_exc_class()):
-                return _describe(inner)
-    if isinstance(exc, MCPError):
-        return _rpc_error(exc)
-    if isinstance(exc, ValidationError):
-        return _problems(exc)
-    try:
-        text = str(exc)
-    except Exception:
-        text = ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _closed_in(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_closed_in(inner) for inner in exc.exceptions)
-    return isinstance(exc, MCPError) and _is_closed(exc)
-
-
-def _decoded_length(data: str) -> int:
-    return len(data) * 3 // 4 - data.count("=", max(len(data) - 2, 0))
-
-
-def _size(n: int) -> str:
-    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
 
 
 def _stderr() -> TextIO:

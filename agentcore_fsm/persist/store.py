@@ -27,6 +27,13 @@ several processes). Both keep JSON text, so what a caller does to its dicts afte
 changes the store, and every load returns fresh copies. JSON is written with ``ensure_ascii``:
 any ``str``, lone surrogates included, comes back equal.
 
+Sessions have one writer at a time. Before a run of a session starts, its writer takes the
+session's lease (:meth:`~RunStore.acquire_session`), with the same rules as a run's lease: free,
+already the caller's, held by a dead process of this host, or by another host whose lease
+expired; otherwise :class:`SessionBusyError`, naming the session and its holder. The writer
+releases it (:meth:`~RunStore.release_session`) when the run ends. An :class:`~agentcore_fsm.Agent`
+with a store does this around each prompt (docs/survive.md#one-writer-per-session).
+
 Durability of :class:`SqliteRunStore`: the file is in WAL mode with ``synchronous=NORMAL``, and
 each append is one transaction (check the lease and the status, check the entry's number,
 insert it, renew the lease). A committed append survives a kill of the process at any point; a
@@ -59,6 +66,7 @@ __all__ = [
     "RunOwnedError",
     "RunStore",
     "RunStoreError",
+    "SessionBusyError",
     "SqliteRunStore",
     "StoreFormatError",
     "StoredRun",
@@ -66,8 +74,9 @@ __all__ = [
     "default_owner",
 ]
 
-SCHEMA_VERSION = 1
-"""The version of the SQLite schema this code writes (kept in ``PRAGMA user_version``)."""
+SCHEMA_VERSION = 2
+"""The version of the SQLite schema this code writes (kept in ``PRAGMA user_version``). Version
+1 had no ``sessions`` table; a version-1 file is upgraded when it is opened."""
 
 BUSY_TIMEOUT_MS = 5000
 """How long a SQLite store waits for another connection's write lock before failing."""
@@ -94,6 +103,16 @@ class RunExistsError(RunStoreError):
 class RunOwnedError(RunStoreError):
     """Another owner holds the run's lease: a live process of this host, or another host's
     process whose lease has not expired."""
+
+
+class SessionBusyError(RunOwnedError):
+    """Another writer holds the session's lease (a live process of this host, or another host's
+    process whose lease has not expired): a second run of the session cannot start now."""
+
+    def __init__(self, message: str, session_id: str, holder: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.holder = holder
 
 
 class LeaseLostError(RunStoreError):
@@ -188,6 +207,15 @@ class RunStore(Protocol):
 
     def runs(self, session_id: str | None = None) -> list[RunInfo]:
         """The runs (of ``session_id`` when given), in creation order."""
+        ...
+
+    def acquire_session(self, session_id: str, owner: str, *, lease_s: float) -> None:
+        """Take (or renew) the session's writer lease for ``lease_s`` seconds, or raise
+        :class:`SessionBusyError`."""
+        ...
+
+    def release_session(self, session_id: str, owner: str) -> None:
+        """Clear the session's writer lease if ``owner`` holds it; do nothing otherwise."""
         ...
 
     def close(self) -> None:
@@ -291,6 +319,45 @@ def _check_seq(run_id: str, seq: int, count: int) -> None:
         )
 
 
+def _check_session_acquire(
+    session_id: str, holder: str | None, lease_until: float | None, owner: str, now: float
+) -> None:
+    """Raise :class:`SessionBusyError` unless ``owner`` may take the session's lease (the rules
+    of a run's lease)."""
+    if holder is None or holder == owner:
+        return
+    pid = _local_pid(holder)
+    if pid is not None:
+        if not _pid_alive(pid):
+            return
+        raise SessionBusyError(
+            f"session {session_id!r} has another writer: {holder!r}, a live process of this "
+            f"host, is running it; one writer at a time (wait for its run to end)",
+            session_id,
+            holder,
+        )
+    if lease_until is None or lease_until <= now:
+        return
+    raise SessionBusyError(
+        f"session {session_id!r} has another writer: {holder!r} (another host) holds it for "
+        f"{lease_until - now:.1f} s more; one writer at a time (wait for its run to end)",
+        session_id,
+        holder,
+    )
+
+
+def _check_session_names(session_id: Any, owner: Any) -> None:
+    for what, value in (("session id", session_id), ("owner", owner)):
+        if not isinstance(value, str) or not value:
+            raise RunStoreError(f"a session's {what} must be a non-empty str, not {value!r}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RunStoreError(
+                f"the {what} {value!r} is not valid text (it holds a lone surrogate)"
+            ) from None
+
+
 # --- JSON ---------------------------------------------------------------------------------------
 
 _encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
@@ -347,6 +414,7 @@ class MemoryRunStore:
 
     def __init__(self) -> None:
         self._runs: dict[str, _MemoryRun] = {}
+        self._sessions: dict[str, tuple[str, float]] = {}  # session id: (writer, lease until)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -473,6 +541,22 @@ class MemoryRunStore:
         infos.sort(key=lambda info: info.created)  # stable: ties stay in insertion order
         return infos
 
+    def acquire_session(self, session_id: str, owner: str, *, lease_s: float) -> None:
+        _check_session_names(session_id, owner)
+        with self._lock:
+            if self._closed:
+                raise RunStoreError(f"session {session_id!r}: the in-memory store has been closed")
+            now = time.time()
+            holder, until = self._sessions.get(session_id, (None, None))
+            _check_session_acquire(session_id, holder, until, owner, now)
+            self._sessions[session_id] = (owner, now + lease_s)
+
+    def release_session(self, session_id: str, owner: str) -> None:
+        with self._lock:
+            held = self._sessions.get(session_id)
+            if held is not None and held[0] == owner:
+                del self._sessions[session_id]
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -521,7 +605,23 @@ CREATE TABLE entries (
     data   TEXT NOT NULL,
     PRIMARY KEY (run_id, seq)
 );
+CREATE TABLE sessions (
+    session_id  TEXT PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
+    lease_until REAL NOT NULL
+);
 """
+
+# what upgrades a file of schema version N to N + 1
+_UPGRADES = {
+    1: """
+CREATE TABLE sessions (
+    session_id  TEXT PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
+    lease_until REAL NOT NULL
+);
+""",
+}
 
 _OUR_TABLES = frozenset({"runs", "entries"})
 
@@ -552,6 +652,12 @@ _LOAD_RUN = (
     "FROM runs WHERE run_id = ?"
 )
 _LOAD_ENTRIES = "SELECT seq, data FROM entries WHERE run_id = ? ORDER BY seq"
+_SESSION = "SELECT owner, lease_until FROM sessions WHERE session_id = ?"
+_LEASE_SESSION = (
+    "INSERT INTO sessions (session_id, owner, lease_until) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT (session_id) DO UPDATE SET owner = ?2, lease_until = ?3"
+)
+_RELEASE_SESSION = "DELETE FROM sessions WHERE session_id = ? AND owner = ?"
 _LIST = (
     "SELECT r.run_id, r.session_id, r.status, r.end_reason, r.created, "
     "(SELECT COALESCE(MAX(e.seq) + 1, 0) FROM entries e WHERE e.run_id = r.run_id) "
@@ -598,9 +704,15 @@ class SqliteRunStore:
             self._tune(conn)
             conn.execute("BEGIN IMMEDIATE")
             try:
-                # another process may have created it since we looked
+                # another process may have created (or upgraded) it since we looked
                 if not self._check_schema(conn):
-                    for statement in _SCHEMA.split(";"):
+                    version = conn.execute("PRAGMA user_version").fetchone()[0]
+                    script = (
+                        _SCHEMA
+                        if version == 0
+                        else "".join(_UPGRADES[v] for v in range(version, SCHEMA_VERSION))
+                    )
+                    for statement in script.split(";"):
                         if statement.strip():
                             conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -618,8 +730,8 @@ class SqliteRunStore:
         conn.execute("PRAGMA synchronous = NORMAL")
 
     def _check_schema(self, conn: sqlite3.Connection) -> bool:
-        """True when the file holds our schema, False when it is empty; raise for anything
-        else."""
+        """True when the file holds our schema, False when it is empty or holds an older
+        version of it (to upgrade); raise for anything else."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {
             row[0]
@@ -637,6 +749,8 @@ class SqliteRunStore:
             return False
         if version == SCHEMA_VERSION and _OUR_TABLES <= tables:
             return True
+        if 1 <= version < SCHEMA_VERSION and _OUR_TABLES <= tables:
+            return False  # an older schema of ours: upgraded in place
         raise StoreFormatError(
             f"{self.path!r} is a SQLite database but not a run store (schema version {version}, "
             f"tables: {', '.join(sorted(tables)) or 'none'}); use a new file for the run store"
@@ -857,6 +971,41 @@ class SqliteRunStore:
             )
             for run_id, sid, status, end_reason, created, count in rows
         ]
+
+    def acquire_session(self, session_id: str, owner: str, *, lease_s: float) -> None:
+        _check_session_names(session_id, owner)
+        with self._lock:
+            conn = self._live(None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = conn.execute(_SESSION, (session_id,)).fetchone()
+                    now = time.time()
+                    holder, until = row if row is not None else (None, None)
+                    _check_session_acquire(session_id, holder, until, owner, now)
+                    conn.execute(_LEASE_SESSION, (session_id, owner, now + lease_s))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise RunStoreError(
+                    f"session {session_id!r} in the run store {self.path!r} cannot be leased: {exc}"
+                ) from exc
+
+    def release_session(self, session_id: str, owner: str) -> None:
+        with self._lock:
+            conn = self._live(None)
+            try:
+                conn.execute(_RELEASE_SESSION, (session_id, owner))
+            except sqlite3.Error as exc:
+                raise RunStoreError(
+                    f"session {session_id!r} in the run store {self.path!r} cannot be "
+                    f"released: {exc}"
+                ) from exc
+            except UnicodeEncodeError:  # no such session or owner: nothing to release
+                pass
 
     def close(self) -> None:
         with self._lock:

@@ -1142,14 +1142,14 @@ def test_lifecycle_machine_is_safe_to_step_from_several_threads() -> None:
     import sys
     import threading
 
-    from agentcore_fsm.agent.agent import _Lifecycle
+    from agentcore_fsm.agent.lifecycle import Lifecycle
 
     errors: list[str] = []
 
     def work() -> None:
         try:
             for _ in range(300):
-                lifecycle = _Lifecycle()
+                lifecycle = Lifecycle()
                 for trigger in ("start", "abort", "finish"):
                     lifecycle.fire(trigger)
                 assert lifecycle.state == "idle"

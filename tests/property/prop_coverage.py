@@ -3,11 +3,16 @@
 Every run of the suite reports its transitions here, per declaration: the loop's
 (``agent_loop``, through the async driver or stepping the machine directly), each tool call's
 (``tool_call``, from the runs that watch their calls' machines: see ``prop_tool_calls``) and the
-Agent lifecycle's (``agent``). ``test_zz_declaration_coverage`` fails if a declared state or
-transition (for each of its source states) of any of them was never taken.
+Agent lifecycle's (``agent``). ``test_declaration_coverage`` runs the fixed banks inside
+:func:`collecting` and fails if a declared state or transition (for each of its source states)
+of any of them was not taken by those runs — what other tests walked before does not count, so
+the check means the same in any test order.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from agentcore_fsm.core.declaration import load_declaration
 from agentcore_fsm.core.declared import TransitionRecord
@@ -20,20 +25,40 @@ TAKEN_BY: dict[str, set[tuple[int, str]]] = {name: set() for name in DECLARATION
 TAKEN = TAKEN_BY["agent_loop"]
 """The loop's pairs (the set ``record_transition`` fills)."""
 
+_COLLECTORS: list[dict[str, set[tuple[int, str]]]] = []
+
+
+def _taken(name: str, pairs: list[tuple[int, str]]) -> None:
+    TAKEN_BY[name].update(pairs)
+    for collector in _COLLECTORS:
+        collector[name].update(pairs)
+
+
+@contextmanager
+def collecting() -> Iterator[dict[str, set[tuple[int, str]]]]:
+    """The (transition, source) pairs taken while the block runs, per declaration (filled as
+    the block goes; whatever ran before it is not in them)."""
+    taken: dict[str, set[tuple[int, str]]] = {name: set() for name in DECLARATIONS}
+    _COLLECTORS.append(taken)
+    try:
+        yield taken
+    finally:
+        _COLLECTORS.remove(taken)
+
 
 def record_transition(record: TransitionRecord) -> None:
     """An ``on_transition`` observer for the loop machine."""
-    TAKEN.add((record.index, record.source))
+    _taken("agent_loop", [(record.index, record.source)])
 
 
 def record_call_transition(record: TransitionRecord) -> None:
     """An ``on_transition`` observer for a tool call's machine."""
-    TAKEN_BY["tool_call"].add((record.index, record.source))
+    _taken("tool_call", [(record.index, record.source)])
 
 
 def record_lifecycle(records: list[TransitionRecord]) -> None:
     """The transitions of an Agent run's lifecycle (``Agent.lifecycle_history``)."""
-    TAKEN_BY["agent"].update((r.index, r.source) for r in records)
+    _taken("agent", [(r.index, r.source) for r in records])
 
 
 def required(name: str = "agent_loop") -> set[tuple[int, str]]:

@@ -2,7 +2,7 @@
 
 Each scenario is a named, minimal reproduction of one path through the machine; every property
 of ``prop_scenarios.verify`` must hold for it. The bank between them takes every declared
-transition (see ``test_zz_declaration_coverage``).
+transition (see ``test_declaration_coverage``).
 """
 
 from __future__ import annotations

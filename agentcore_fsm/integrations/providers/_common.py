@@ -16,12 +16,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 import anyio.lowlevel
@@ -437,6 +438,30 @@ class SdkProvider(ABC):
     """
 
     api: str
+    sdk_name: ClassVar[str]
+    """The SDK's package (``openai``, ``anthropic``): imported when a provider is made."""
+    client_class: ClassVar[str]
+    """The SDK's async client class, made per call unless a ``client`` was given."""
+    key_variable: ClassVar[str]
+    """The environment variable the API key is read from when none is given."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str | None,
+        max_retries: int,
+        timeout: float | None,
+        client: Any,
+        extra_body: dict[str, Any] | None,
+    ) -> None:
+        self._sdk = import_sdk(self.sdk_name)
+        self.api_key = api_key
+        self.base_url = base_url
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.client = client
+        self.extra_body = dict(extra_body or {})
 
     def __call__(
         self, model: Model, context: LlmContext, options: StreamOptions
@@ -445,9 +470,22 @@ class SdkProvider(ABC):
         one ``done`` or ``error`` event (failures never raise out of it)."""
         return self._run(model, context, options)
 
-    @abstractmethod
+    def _api_key(self, model: Model, options: StreamOptions) -> str | None:
+        """The call's API key: ``options.api_key``, else the provider's, else the
+        environment's (:attr:`key_variable`)."""
+        return options.api_key or self.api_key or os.environ.get(self.key_variable)
+
     def _make_client(self, model: Model, options: StreamOptions) -> tuple[Any, bool]:
         """``(client, owned)``: owned clients are closed at the end of the call."""
+        if self.client is not None:
+            return self.client, False
+        client = getattr(self._sdk, self.client_class)(
+            api_key=self._api_key(model, options),
+            base_url=self.base_url or model.base_url or None,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+        )
+        return client, True
 
     @abstractmethod
     def build_payload(

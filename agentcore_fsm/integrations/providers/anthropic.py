@@ -69,7 +69,6 @@ What comes back
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal, TypeAlias
@@ -88,7 +87,6 @@ from agentcore_fsm.integrations.providers._common import (
     ChunkTranslator,
     SdkProvider,
     StreamBuilder,
-    import_sdk,
     prepare_transcript,
     safe_tool_id,
 )
@@ -379,6 +377,9 @@ class AnthropicProvider(SdkProvider):
     """
 
     api = API
+    sdk_name = "anthropic"
+    client_class = "AsyncAnthropic"
+    key_variable = "ANTHROPIC_API_KEY"
 
     def __init__(
         self,
@@ -392,27 +393,16 @@ class AnthropicProvider(SdkProvider):
         cache: bool = True,
         thinking_mode: ThinkingMode = "auto",
     ) -> None:
-        self._sdk = import_sdk("anthropic")
-        self.api_key = api_key
-        self.base_url = base_url
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self.client = client
-        self.extra_body = dict(extra_body or {})
+        super().__init__(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            client=client,
+            extra_body=extra_body,
+        )
         self.cache = cache
         self.thinking_mode = thinking_mode
-
-    def _make_client(self, model: Model, options: StreamOptions) -> tuple[Any, bool]:
-        if self.client is not None:
-            return self.client, False
-        key = options.api_key or self.api_key or os.environ.get("ANTHROPIC_API_KEY")
-        client = self._sdk.AsyncAnthropic(
-            api_key=key,
-            base_url=self.base_url or model.base_url or None,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-        )
-        return client, True
 
     def build_payload(
         self, model: Model, context: LlmContext, options: StreamOptions

@@ -180,43 +180,20 @@ class FauxProvider:
             yield StreamStart(partial=partial)
         content = partial.content
         for block in item.content:
+            if not isinstance(block, (TextContent, ThinkingContent, ToolCall)):
+                continue  # nothing else streams
             index = len(content)
-            if isinstance(block, TextContent):
-                part = TextContent(text="", text_signature=block.text_signature)
-                content.append(part)
-                yield TextStart(content_index=index, partial=partial)
-                for chunk in self._chunks(block.text):
-                    await pause()
-                    if aborted():
-                        yield finish_aborted()
-                        return
-                    part.text += chunk
-                    yield TextDelta(content_index=index, delta=chunk, partial=partial)
-                yield TextEnd(content_index=index, content=part.text, partial=partial)
-            elif isinstance(block, ThinkingContent):
-                think = ThinkingContent(thinking="", thinking_signature=block.thinking_signature)
-                content.append(think)
-                yield ThinkingStart(content_index=index, partial=partial)
-                for chunk in self._chunks(block.thinking):
-                    await pause()
-                    if aborted():
-                        yield finish_aborted()
-                        return
-                    think.thinking += chunk
-                    yield ThinkingDelta(content_index=index, delta=chunk, partial=partial)
-                yield ThinkingEnd(content_index=index, content=think.thinking, partial=partial)
-            elif isinstance(block, ToolCall):
-                call = ToolCall(id=block.id, name=block.name, arguments={})
-                content.append(call)
-                yield ToolCallStart(content_index=index, partial=partial)
-                for chunk in self._chunks(json.dumps(block.arguments)):
-                    await pause()
-                    if aborted():
-                        yield finish_aborted()
-                        return
-                    yield ToolCallDelta(content_index=index, delta=chunk, partial=partial)
-                call.arguments = block.arguments
-                yield ToolCallEnd(content_index=index, tool_call=call, partial=partial)
+            opened = _Opened(block)
+            content.append(opened.part)
+            yield opened.start(content_index=index, partial=partial)
+            for chunk in self._chunks(opened.text):
+                await pause()
+                if aborted():
+                    yield finish_aborted()
+                    return
+                opened.grow(chunk)
+                yield opened.delta(content_index=index, delta=chunk, partial=partial)
+            yield opened.end(index, partial)
         partial.usage = item.usage
         partial.stop_reason = item.stop_reason
         partial.error_message = item.error_message
@@ -224,3 +201,43 @@ class FauxProvider:
             yield StreamError(reason=item.stop_reason, error=partial)
         else:
             yield StreamDone(reason=item.stop_reason, message=partial)
+
+
+class _Opened:
+    """One block of a scripted answer as it streams: the ``part`` that grows in the partial
+    message, the ``text`` streamed in chunks, its ``start``/``delta`` event classes, and how a
+    chunk grows it and what ends it."""
+
+    def __init__(self, block: Any) -> None:
+        self.block = block
+        self.part: Any
+        self.start: Any
+        self.delta: Any
+        if isinstance(block, TextContent):
+            self.part = TextContent(text="", text_signature=block.text_signature)
+            self.text, self.start, self.delta = block.text, TextStart, TextDelta
+        elif isinstance(block, ThinkingContent):
+            self.part = ThinkingContent(thinking="", thinking_signature=block.thinking_signature)
+            self.text, self.start, self.delta = block.thinking, ThinkingStart, ThinkingDelta
+        elif isinstance(block, ToolCall):
+            self.part = ToolCall(id=block.id, name=block.name, arguments={})
+            self.text = json.dumps(block.arguments)
+            self.start, self.delta = ToolCallStart, ToolCallDelta
+        else:  # pragma: no cover - the caller streams only these three
+            raise TypeError(f"a scripted answer cannot stream a {type(block).__name__} block")
+
+    def grow(self, chunk: str) -> None:
+        part = self.part
+        if isinstance(part, TextContent):
+            part.text += chunk
+        elif isinstance(part, ThinkingContent):
+            part.thinking += chunk
+
+    def end(self, index: int, partial: AssistantMessage) -> Any:
+        part = self.part
+        if isinstance(part, TextContent):
+            return TextEnd(content_index=index, content=part.text, partial=partial)
+        if isinstance(part, ThinkingContent):
+            return ThinkingEnd(content_index=index, content=part.thinking, partial=partial)
+        part.arguments = self.block.arguments  # parsed once the whole text has streamed
+        return ToolCallEnd(content_index=index, tool_call=part, partial=partial)

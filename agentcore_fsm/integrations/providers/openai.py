@@ -67,7 +67,6 @@ from agentcore_fsm.integrations.providers._common import (
     ChunkTranslator,
     SdkProvider,
     StreamBuilder,
-    import_sdk,
     parse_tool_arguments,
     prepare_transcript,
 )
@@ -288,6 +287,9 @@ class OpenAIProvider(SdkProvider):
     """
 
     api = API
+    sdk_name = "openai"
+    client_class = "AsyncOpenAI"
+    key_variable = "OPENAI_API_KEY"
 
     def __init__(
         self,
@@ -301,31 +303,22 @@ class OpenAIProvider(SdkProvider):
         include_usage: bool = True,
         max_tokens_field: Literal["max_completion_tokens", "max_tokens"] | None = None,
     ) -> None:
-        self._sdk = import_sdk("openai")
-        self.api_key = api_key
-        self.base_url = base_url
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self.client = client
-        self.extra_body = dict(extra_body or {})
+        super().__init__(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            client=client,
+            extra_body=extra_body,
+        )
         self.include_usage = include_usage
         self.max_tokens_field = max_tokens_field
 
-    def _make_client(self, model: Model, options: StreamOptions) -> tuple[Any, bool]:
-        if self.client is not None:
-            return self.client, False
-        import os
-
-        key = options.api_key or self.api_key or os.environ.get("OPENAI_API_KEY")
+    def _api_key(self, model: Model, options: StreamOptions) -> str | None:
+        key = super()._api_key(model, options)
         if not key and model.provider != "openai":
             key = PLACEHOLDER_KEY
-        client = self._sdk.AsyncOpenAI(
-            api_key=key,
-            base_url=self.base_url or model.base_url or None,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-        )
-        return client, True
+        return key
 
     def build_payload(
         self, model: Model, context: LlmContext, options: StreamOptions

@@ -1,0 +1,477 @@
+"""What the loop machine holds and does: its data and the guards, emit actions and effects that
+``states/agent_loop.toml`` names.
+
+:class:`LoopActions` is the base of :class:`~agentcore_fsm.core.machine.LoopMachine`, which adds
+the inputs (``feed`` and the named wrappers) and the checks of each input's data. Here is the
+rest: the run's data (context, configuration, the turn's messages, the tool calls' machines),
+what it is read through, the loop's side of each tool call's machine (the
+:class:`~agentcore_fsm.core.tool_call.CallOwner` interface), and the methods the declaration binds
+by name (``_guard_*``, ``_emit_*``, ``_effect_*``; see :mod:`agentcore_fsm.core.declared`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from agentcore_fsm.core.approval import ApprovalRequest
+from agentcore_fsm.core.boundary import exc_text
+from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, PrepareNextTurnContext
+from agentcore_fsm.core.declaration import Declaration, load_declaration
+from agentcore_fsm.core.declared import DeclaredMachine, TransitionRecord
+from agentcore_fsm.core.events import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
+from agentcore_fsm.core.messages import (
+    AgentMessage,
+    AssistantMessage,
+    TextContent,
+    ToolResultMessage,
+    now_ms,
+)
+from agentcore_fsm.core.protocol import (
+    CallHook,
+    CallModel,
+    Effect,
+    PollFollowUp,
+    PollSteering,
+    Proceed,
+)
+from agentcore_fsm.core.tool_call import (
+    PREPARED,
+    STARTED,
+    ToolCallMachine,
+)
+from agentcore_fsm.core.tools import AgentTool
+
+__all__ = ["REQUEST_ABORTED", "LoopActions"]
+
+REQUEST_ABORTED = "Request was aborted"
+
+
+class LoopActions(DeclaredMachine):
+    """The loop machine's data, its readings and its declared guards, emit actions and effects
+    (the base of :class:`~agentcore_fsm.core.machine.LoopMachine`; not run on its own)."""
+
+    declaration_name = "agent_loop"
+
+    def __init__(
+        self,
+        prompts: Iterable[AgentMessage],
+        context: AgentContext,
+        config: AgentLoopConfig,
+        *,
+        declaration: Declaration | None = None,
+        on_transition: Callable[[TransitionRecord], None] | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        super().__init__(declaration, on_transition)
+        self.config = config
+        # the one outside reading: timestamps (ms) of the messages the machine makes; a replay
+        # passes the recorded values so that the same inputs give the same steps
+        self.clock = clock
+        self.prompts = list(prompts)
+        # a run works on a copy: the caller's context and list are never mutated
+        self.context = AgentContext(
+            context.system_prompt, list(context.messages), list(context.tools)
+        )
+        self.context.messages.extend(self.prompts)
+        self.model = config.model
+        self.reasoning: str | None = config.reasoning
+        self.new_messages: list[AgentMessage] = list(self.prompts)
+        self.end_reason: str | None = None
+        self._call_decl = load_declaration("tool_call")
+
+        self._out: list[Any] = []
+        self._effects: list[Effect] = []
+        # run flags
+        self._first_turn = True
+        self._turn_open = False
+        self._polled: list[AgentMessage] = []
+        self._poll_aborted = False
+        self._aborted = False  # an abort was fed (or a poll/failure came after the signal)
+        self._failure: BaseException | None = None
+        self._stop_requested = False
+        self._batch_had_calls = False
+        self._batch_terminated = False
+        # turn data
+        self._partial: AssistantMessage | None = None
+        self._final: AssistantMessage | None = None
+        self._message_started = False
+        self._calls: list[ToolCallMachine] = []
+        self._parallel = True
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def turn_message(self) -> AssistantMessage | None:
+        """The turn's assistant message once it ended (the partial one while it streams)."""
+        return self._final or self._partial
+
+    @property
+    def tool_calls(self) -> list[ToolCallMachine]:
+        """The machines of the current assistant message's tool calls, in source order."""
+        return list(self._calls)
+
+    @property
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The approval requests of the tool calls waiting for a decision, in source order."""
+        return [
+            c.request
+            for c in self._calls
+            if c.state == "awaiting_approval" and c.request is not None
+        ]
+
+    @property
+    def assistant_message(self) -> AssistantMessage | None:
+        """The turn's assistant message once it ended (None while it streams or before)."""
+        return self._final
+
+    @property
+    def partial_message(self) -> AssistantMessage | None:
+        """The turn's assistant message so far while it streams (the last partial seen)."""
+        return self._partial
+
+    @property
+    def message_started(self) -> bool:
+        """True once the turn's assistant message had its ``message_start``."""
+        return self._message_started
+
+    @property
+    def calls(self) -> tuple[ToolCallMachine, ...]:
+        """The machines of the current assistant message's tool calls (not a copy: read only)."""
+        return tuple(self._calls)
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The failure that is ending (or ended) the run, if any."""
+        return self._failure
+
+    @property
+    def aborted(self) -> bool:
+        """True once an abort was fed (or a poll, tool outcome or failure came after it)."""
+        return self._aborted
+
+    @property
+    def call_declaration(self) -> Declaration:
+        """The declaration each tool call's machine runs (``states/tool_call.toml``)."""
+        return self._call_decl
+
+    def pending_effects(self) -> list[Effect]:
+        """The effects the machine, at a step boundary, is waiting for: its current state's (a
+        model call, a poll, a turn hook, proceed) and every tool call's (prepare_arguments, a
+        tool hook, the tool itself). A driver that resumes a run performs them again."""
+        out: list[Effect] = []
+        saved = self._effects
+        self._effects = out
+        try:
+            if not (self.state == "streaming" and self._message_started):
+                self.enter_effect()
+            for call in self._calls:
+                call.enter_effect()
+        finally:
+            self._effects = saved
+        return out
+
+    @property
+    def pending_tool_calls(self) -> list[str]:
+        """Ids of the tool calls that have started and not ended."""
+        return [c.call.id for c in self._calls if c.state in STARTED]
+
+    # --- tool calls: the loop's side of each call's machine ----------------------------------
+    # may_begin_call, may_answer_call, emit_event, request_effect and append_message are the
+    # CallOwner interface (core/tool_call.py) the call machines see the loop through; they are
+    # not for stepping a run by hand.
+
+    def emit_event(self, event: AgentEvent) -> None:
+        """Add ``event`` to the current step's events (:class:`CallOwner`)."""
+        self._out.append(event)
+
+    def request_effect(self, effect: Effect) -> None:
+        """Add ``effect`` to the current step's effects (:class:`CallOwner`)."""
+        self._effects.append(effect)
+
+    def _advance_calls(self) -> None:
+        """Offer ``begin`` and ``answer`` to the calls, in source order, until neither is taken
+        (their guards carry the sequential/parallel policy). ``may_begin`` and ``may_answer``
+        both require every earlier call to be further along, so only the first call that has
+        not begun is offered ``begin``, and only the first call without its result message is
+        offered ``answer``: offering them to later calls could never be taken."""
+        calls = self._calls
+        while True:
+            progress = False
+            for c in calls:
+                if c.state == "new":
+                    progress = c.offer("begin")
+                    break
+            for c in calls:
+                state = c.state
+                if state != "answered":
+                    if state == "ended" and c.offer("answer"):
+                        progress = True
+                    break
+            if not progress:
+                return
+
+    def may_begin_call(self, index: int) -> bool:
+        """Whether tool call ``index`` may begin now (:class:`CallOwner`): only while the loop
+        prepares tools, once every earlier call is prepared (parallel) or answered (sequential)."""
+        if self.state != "preparing_tools":
+            return False  # calls begin only while the loop prepares tools
+        earlier = self._calls[:index]
+        if self._parallel:
+            return all(c.state in PREPARED for c in earlier)
+        return all(c.state == "answered" for c in earlier)
+
+    def may_answer_call(self, index: int) -> bool:
+        """Whether tool call ``index`` may append its result message now (:class:`CallOwner`):
+        every earlier call answered and, in parallel mode, every call ended."""
+        calls = self._calls
+        if not all(c.state == "answered" for c in calls[:index]):
+            return False
+        return not self._parallel or all(c.state in ("ended", "answered") for c in calls)
+
+    def _make_calls(self, parallel: bool) -> None:
+        assert self._final is not None
+        decl = self._call_decl
+        self._calls = [
+            ToolCallMachine(self, i, call, decl) for i, call in enumerate(self._final.tool_calls())
+        ]
+        self._parallel = parallel
+
+    # --- guards (named in the declaration's [guards]) ----------------------------------------
+
+    def _guard_first_turn(self) -> bool:
+        return self._first_turn
+
+    def _guard_has_new_messages(self) -> bool:
+        return bool(self._polled)
+
+    def _guard_polls_steering(self) -> bool:
+        return self.config.get_steering_messages is not None
+
+    def _guard_polls_follow_up(self) -> bool:
+        return self.config.get_follow_up_messages is not None
+
+    def _guard_poll_aborted(self) -> bool:
+        return self._poll_aborted
+
+    def _guard_tools_continue(self) -> bool:
+        return self._batch_had_calls and not self._batch_terminated
+
+    def _guard_batch_terminated(self) -> bool:
+        return self._batch_terminated
+
+    def _guard_assistant_errored(self) -> bool:
+        return self._final is not None and self._final.stop_reason == "error"
+
+    def _guard_assistant_aborted(self) -> bool:
+        return self._final is not None and self._final.stop_reason == "aborted"
+
+    def _guard_truncated_tool_calls(self) -> bool:
+        final = self._final
+        return final is not None and final.stop_reason == "length" and bool(final.tool_calls())
+
+    def _guard_has_tool_calls(self) -> bool:
+        return self._final is not None and bool(self._final.tool_calls())
+
+    def _guard_calls_prepared(self) -> bool:
+        return not any(c.state in ("preparing", "checking", "approving") for c in self._calls)
+
+    def _guard_approvals_pending(self) -> bool:
+        return any(c.state == "awaiting_approval" for c in self._calls)
+
+    def _guard_has_runnable_calls(self) -> bool:
+        return any(c.state == "ready" for c in self._calls)
+
+    def _guard_calls_remain(self) -> bool:
+        calls = self._calls
+        return not any(c.state in ("running", "reviewing") for c in calls) and any(
+            c.state == "new" for c in calls
+        )
+
+    def _guard_all_calls_answered(self) -> bool:
+        return all(c.state == "answered" for c in self._calls)
+
+    def _guard_has_prepare_hook(self) -> bool:
+        return self.config.prepare_next_turn is not None
+
+    def _guard_has_stop_hook(self) -> bool:
+        return self.config.should_stop_after_turn is not None
+
+    def _guard_stop_requested(self) -> bool:
+        return self._stop_requested
+
+    def _guard_turn_open(self) -> bool:
+        return self._turn_open
+
+    def _guard_failed_after_abort(self) -> bool:
+        return self._aborted
+
+    # --- emit actions (named in the declaration's [emits]) ------------------------------------
+
+    def _emit_agent_start(self) -> None:
+        self._out.append(AgentStartEvent())
+
+    def _emit_turn_start(self) -> None:
+        self._new_turn()
+        self._turn_open = True
+        self._out.append(TurnStartEvent())
+
+    def _emit_prompt_messages(self) -> None:
+        out = self._out
+        for message in self.prompts:
+            out.append(MessageStartEvent(message=message))
+            out.append(MessageEndEvent(message=message))
+
+    def _emit_injected_messages(self) -> None:
+        polled, self._polled = self._polled, []
+        for message in polled:
+            self.append_message(message)
+
+    def _emit_assistant_end(self) -> None:
+        final = self._final
+        if final is None:
+            final = self._failure_message(self._partial)
+            self._final = final
+        if not self._message_started:
+            self._message_started = True
+            self._out.append(MessageStartEvent(message=final))
+        self.context.messages.append(final)
+        self.new_messages.append(final)
+        self._out.append(MessageEndEvent(message=final))
+
+    def _emit_begin_calls(self) -> None:
+        if not self._calls:
+            self._make_calls(
+                self.config.tool_execution != "sequential"
+                and not any(
+                    _tool_mode(self.context.tools, c.name) == "sequential"
+                    for c in self._final.tool_calls()  # type: ignore[union-attr]
+                )
+            )
+        self._advance_calls()
+
+    def _emit_run_calls(self) -> None:
+        for c in self._calls:
+            c.offer("run")
+
+    def _emit_truncate_calls(self) -> None:
+        self._make_calls(parallel=False)
+        for c in self._calls:
+            c.fire("truncate")
+            c.fire("answer")
+
+    def _emit_abort_calls(self) -> None:
+        for c in self._calls:
+            c.offer("abort")
+            if not self._parallel:  # sequential: each call's result before the next call
+                c.offer("answer")
+        for c in self._calls:  # parallel: the result pairs after every end, in source order
+            c.offer("answer")
+
+    def _emit_turn_end(self) -> None:
+        calls = self._calls
+        self._batch_had_calls = bool(calls)
+        self._batch_terminated = bool(calls) and all(
+            c.result is not None and c.result.terminate is True for c in calls
+        )
+        self._turn_open = False
+        self._out.append(TurnEndEvent(message=self._final, tool_results=self._tool_results()))
+
+    def _emit_failure_turn(self) -> None:
+        self._out.append(TurnStartEvent())
+        failure = self._failure_message(None)
+        self._final = failure
+        self.append_message(failure)
+        self._out.append(TurnEndEvent(message=failure, tool_results=[]))
+
+    def _emit_agent_end(self) -> None:
+        spec = self.fired
+        assert spec is not None and spec.reason is not None
+        self.end_reason = spec.reason
+        self._out.append(
+            AgentEndEvent(messages=list(self.new_messages), reason=spec.reason)  # type: ignore[arg-type]
+        )
+
+    # --- effects (named in the declaration's states) ----------------------------------------
+
+    def _effect_poll_steering(self) -> None:
+        self._effects.append(PollSteering())
+
+    def _effect_poll_follow_up(self) -> None:
+        self._effects.append(PollFollowUp())
+
+    def _effect_call_model(self) -> None:
+        self._first_turn = False
+        self._new_turn()
+        self._effects.append(CallModel(self.context, self.model, self.reasoning))
+
+    def _effect_call_prepare_next_turn(self) -> None:
+        self._effects.append(CallHook("prepare_next_turn", self._turn_context()))
+
+    def _effect_call_should_stop_after_turn(self) -> None:
+        self._effects.append(CallHook("should_stop_after_turn", self._turn_context()))
+
+    def _effect_proceed(self) -> None:
+        self._effects.append(Proceed())
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _new_turn(self) -> None:
+        self._partial = None
+        self._final = None
+        self._message_started = False
+        self._calls = []
+
+    def append_message(self, message: AgentMessage) -> None:
+        """Add ``message`` to the transcript, with its message_start/end events (the loop's own
+        messages, and a tool call's result message: :class:`CallOwner`)."""
+        self.context.messages.append(message)
+        self.new_messages.append(message)
+        self._out.append(MessageStartEvent(message=message))
+        self._out.append(MessageEndEvent(message=message))
+
+    def _tool_results(self) -> list[ToolResultMessage]:
+        return [c.message for c in self._calls if c.message is not None]
+
+    def _turn_context(self) -> PrepareNextTurnContext:
+        return PrepareNextTurnContext(
+            message=self._final,
+            tool_results=self._tool_results(),
+            context=self.context,
+            new_messages=list(self.new_messages),
+        )
+
+    def _failure_message(self, partial: AssistantMessage | None) -> AssistantMessage:
+        """The message that closes a turn cut short by abort or failure."""
+        stop: Literal["aborted", "error"] = "aborted" if self._aborted else "error"
+        text = exc_text(self._failure) if self._failure is not None else REQUEST_ABORTED
+        if partial is not None:
+            message = partial.model_copy(deep=True)
+            message.stop_reason = stop
+            message.error_message = text
+            return message
+        model = self.model
+        return AssistantMessage(
+            content=[TextContent(text="")],
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason=stop,
+            error_message=text,
+            timestamp=self.clock(),
+        )
+
+
+def _tool_mode(tools: list[AgentTool], name: str) -> str | None:
+    for tool in tools:
+        if tool.name == name:
+            return tool.execution_mode
+    return None

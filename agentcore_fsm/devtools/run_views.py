@@ -1,0 +1,315 @@
+"""Run views read from a recording (:func:`view_of_recording`), and the steps of a run in order
+(:func:`run_steps`), written as a Markdown table or a Mermaid sequence diagram. See
+:mod:`agentcore_fsm.devtools.diagrams`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentcore_fsm.core.declaration import Declaration, TransitionSpec, load_declaration
+from agentcore_fsm.devtools.diagram_model import (
+    EXCEPTIONAL_TRIGGERS,
+    MACHINE_ALIASES,
+    TIMES,
+    RunView,
+    diagram_title,
+    guard_text,
+    is_auto,
+    run_view,
+    shown_emits,
+    state_notes,
+    wait_text,
+    wrapped_lines,
+)
+from agentcore_fsm.devtools.mermaid import (
+    mermaid_text,
+)
+
+
+def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Declaration, RunView]:
+    """The declaration and view of a recorded run (a
+    :class:`~agentcore_fsm.persist.recorder.RecordedRun`
+    or a path to a JSONL recording). ``machine`` picks which recorded machine to draw: a
+    declaration name or one of :data:`MACHINE_ALIASES` (default: the recording's main machine).
+    The outcome is the last ``agent_end``'s reason, the error text and the tool errors the
+    recording's (:attr:`~agentcore_fsm.persist.recorder.RecordedRun.error`,
+    :attr:`~agentcore_fsm.persist.recorder.RecordedRun.tool_errors`), each step gets the events
+    recorded after it, and the records' clock readings say how long the run waited in a waiting
+    state (:data:`WAIT_STATES`). An unknown machine raises
+    :class:`~agentcore_fsm.core.declaration.DeclarationError`; one the recording has no transitions
+    of, ``ValueError``."""
+    from agentcore_fsm.persist.recorder import describe_event, load_run
+
+    if not hasattr(recording, "machines"):
+        recording = load_run(recording)
+    if machine is None:
+        name = recording.machine
+    else:
+        name = MACHINE_ALIASES.get(machine, machine)
+        load_declaration(name)  # a machine that is not declared: DeclarationError
+    if name not in recording.machines:
+        known = ", ".join(sorted(recording.machines)) or "none"
+        raise ValueError(f"the recording has no transitions of {name!r} (it has: {known})")
+    decl = load_declaration(name)
+    events = None
+    if getattr(recording, "events", None):
+        events = [[describe_event(e) for e in after] for after in recording.events_after(name)]
+    times = None
+    if callable(getattr(recording, "transition_times", None)):
+        times = recording.transition_times(name)
+    view = run_view(
+        decl,
+        recording.machines[name],
+        outcome=recording.end_reason,
+        label="recorded run",
+        error=getattr(recording, "error", None),
+        tool_errors=getattr(recording, "tool_errors", ()),
+        events=events,
+        times=times,
+        now=getattr(recording, "last_time", None),
+    )
+    return decl, view
+
+
+# --- the steps of a run, in order ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunStep:
+    """One transition of a run, as :func:`run_steps` lists it.
+
+    ``number`` counts from 1; ``index`` is the declared transition's. ``guards`` are the guards
+    of the transition taken, all of which held (``not g`` for an ``unless`` guard).
+    ``passed_over`` are the transitions declared before it for the same trigger and source
+    state: the engine tried those first, in order, and each had a guard that did not hold (the
+    record does not say which one). ``emits`` are the emit actions the transition ran, in
+    order (``agent_end`` with its reason). ``events``, for a recording, are the agent events
+    recorded after this step and before the next: the driver delivers the events of an input
+    once the machine has taken every transition it caused, so an event can be listed a step or
+    two after the transition that produced it. ``auto``: a trigger the machine fired itself;
+    ``exceptional``: an abort or failure; ``incident``: the step where the run failed or was
+    aborted (drawn red in the run diagram). ``waited``: for a step out of a waiting state
+    (:data:`WAIT_STATES`), the seconds the run spent there before it, when known (see
+    :attr:`RunView.waited`); else None.
+    """
+
+    number: int
+    index: int
+    trigger: str
+    source: str
+    dest: str
+    guards: tuple[str, ...]
+    passed_over: tuple[TransitionSpec, ...]
+    emits: tuple[str, ...]
+    events: tuple[str, ...] = ()
+    auto: bool = False
+    exceptional: bool = False
+    incident: bool = False
+    waited: float | None = None
+
+
+def run_steps(decl: Declaration, view: RunView) -> list[RunStep]:
+    """The steps of the run ``view`` shows, in the order they were taken (see :class:`RunStep`).
+
+    This is the ordered companion of the run diagram: the diagram sums a run up on the
+    machine (which arrows, how often, where it ended), the steps say which way it went, in
+    what order. :func:`steps_markdown` and :func:`steps_mermaid` write them out;
+    ``agentcore-fsm diagram --run RUN.jsonl --steps`` prints the Markdown.
+    """
+    last_incident = -1
+    if view.incident_step is not None:
+        last_incident = max(i for i, step in enumerate(view.path) if step == view.incident_step)
+    steps: list[RunStep] = []
+    for n, (index, source, dest) in enumerate(view.path):
+        spec = decl.transitions[index]
+        earlier = tuple(
+            t for t in decl.transitions[:index] if t.trigger == spec.trigger and source in t.source
+        )
+        steps.append(
+            RunStep(
+                number=n + 1,
+                index=index,
+                trigger=spec.trigger,
+                source=source,
+                dest=dest,
+                guards=(*spec.guards, *(f"not {g}" for g in spec.unless)),
+                passed_over=earlier,
+                emits=shown_emits(spec),
+                events=view.events[n] if n < len(view.events) else (),
+                auto=is_auto(decl, spec.trigger) or spec.auto,
+                exceptional=spec.trigger in EXCEPTIONAL_TRIGGERS,
+                incident=n == last_incident,
+                waited=view.waited[n] if n < len(view.waited) else None,
+            )
+        )
+    return steps
+
+
+def _squeezed(labels: Sequence[str]) -> list[str]:
+    """Event labels, each run of the same one given once with its count."""
+    out: list[str] = []
+    previous, count = None, 0
+    for label in [*labels, None]:
+        if label == previous:
+            count += 1
+            continue
+        if previous is not None:
+            out.append(previous if count == 1 else f"{previous} {TIMES}{count}")
+        previous, count = label, 1
+    return out
+
+
+def _waited_cell(step: RunStep) -> str:
+    """``waited 2.3 s`` for a step out of a waiting state whose time is known, else ''."""
+    if step.waited is None:
+        return ""
+    from agentcore_fsm.persist.recorder import duration_text
+
+    return f"waited {duration_text(step.waited)}"
+
+
+def _cell(text: str) -> str:
+    """Text made safe inside a Markdown table cell."""
+    return " ".join(text.split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _view_lines(view: RunView, decl: Declaration) -> list[str]:
+    """The error text, the tool errors and the time waited of a run, as lines."""
+    lines = []
+    if view.error:
+        lines.append(f"error: {view.error}")
+    if view.tool_errors:
+        lines.append(f"tool errors ({len(view.tool_errors)}): " + "; ".join(view.tool_errors))
+    for state in decl.states:
+        waited = wait_text(view, state)
+        if waited is not None:
+            lines.append(f"{state}: {waited}")
+    return lines
+
+
+def steps_markdown(decl: Declaration, view: RunView) -> str:
+    """The steps of a run as a Markdown table, one row per transition, in order.
+
+    The format: a heading (the run diagram's title), how the run ended with its error text
+    and tool errors, then the table: ``#``, the trigger (italic when the machine fired it
+    itself; ``(error here)``/``(aborted here)`` on the step where the run went wrong), ``from
+    → to``, how long the run waited before a step out of a waiting state (a ``waited`` column,
+    only when that is known), the guards that held, the transitions passed over (tried first, a
+    guard failed), the emit actions, and, for a recording, the events recorded after the step.
+    A table reads as well in a terminal as on a page that renders Markdown, and it answers
+    "which way did it go, in what order" without a picture; a short key under it says how to
+    read it.
+    """
+    out = [f"## {diagram_title(decl, view)}", ""]
+    notes = _view_lines(view, decl)
+    if notes:
+        out += [*(f"- {_cell(line)}" for line in notes), ""]
+    steps = run_steps(decl, view)
+    if not steps:
+        out.append("No transition was taken.")
+        return "\n".join(out) + "\n"
+    events = any(step.events for step in steps)
+    waits = any(step.waited is not None for step in steps)
+    head = ["#", "trigger", "from → to"]
+    if waits:
+        head.append("waited")
+    head += ["guards (held)", "passed over", "emits"]
+    if events:
+        head.append("events recorded after")
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "|".join(["--:"] + ["---"] * (len(head) - 1)) + "|")
+    for step in steps:
+        trigger = f"*{step.trigger}*" if step.auto else f"**{step.trigger}**"
+        if step.incident:
+            trigger += f" ({view.outcome} here)"
+        passed = "; ".join(f"{guard_text(t) or '[]'} → {t.dest}" for t in step.passed_over)
+        row = [str(step.number), trigger, f"{step.source} → {step.dest}"]
+        if waits:
+            row.append(_waited_cell(step))
+        row += [", ".join(step.guards), passed, ", ".join(step.emits)]
+        if events:
+            row.append(", ".join(_squeezed(step.events)))
+        out.append("| " + " | ".join(_cell(x) for x in row) + " |")
+    out += [
+        "",
+        "Guards (held): the guards of the transition taken, all of which held. Passed over: "
+        "the transitions declared before it for the same trigger and state, tried first; each "
+        "had a guard that did not hold. Emits: its emit actions, in order. Italic triggers: "
+        "fired by the machine itself."
+        + (
+            " Waited: how long the run waited in the state the step leaves (for a person's "
+            "decision) before it was taken."
+            if waits
+            else ""
+        )
+        + (
+            " Events: the agent events recorded after the step; an input's events are "
+            "delivered once the machine has taken every transition it caused, so an event can "
+            "be listed a step or two after the transition that produced it."
+            if events
+            else ""
+        ),
+    ]
+    return "\n".join(out) + "\n"
+
+
+def steps_mermaid(decl: Declaration, view: RunView) -> str:
+    """The steps of a run as a Mermaid ``sequenceDiagram``: one participant per state the run
+    visited (in the order it first got there), one numbered arrow per step (``autonumber``,
+    the same numbers as :func:`steps_markdown`), labelled with the trigger and its guards
+    (the emit actions on a second line, then the time waited before a step out of a waiting
+    state). Abort and failure steps are dashed; the step where
+    the run failed or was aborted ends in a cross, with a note holding the error text, and a
+    run that ended well despite tool errors gets a note listing them on its final state."""
+    steps = run_steps(decl, view)
+    order = list(dict.fromkeys([decl.initial, *(x for s in steps for x in (s.source, s.dest))]))
+    ids = {name: f"s{n}" for n, name in enumerate(order)}
+    out = [
+        "---",
+        f"title: {json.dumps(diagram_title(decl, view), ensure_ascii=False)}",
+        "---",
+        "sequenceDiagram",
+        f"    %% The steps of a run on states/{decl.name}.toml, drawn by `agentcore-fsm diagram`.",
+        "    autonumber",
+    ]
+    out += [f"    participant {ids[name]} as {mermaid_text(name)}" for name in order]
+    for step in steps:
+        label = mermaid_text(" ".join(x for x in (step.trigger, _bracket(step.guards)) if x))
+        if step.emits:
+            label += "<br/>" + mermaid_text("/ " + ", ".join(step.emits))
+        if step.waited is not None:
+            label += "<br/>" + mermaid_text(_waited_cell(step))
+        arrow = "--" if step.exceptional else "-"
+        arrow += "x" if step.incident else ">>"
+        out.append(f"    {ids[step.source]}{arrow}{ids[step.dest]}: {label}")
+        if step.incident:
+            note = f"{view.outcome} here" + (f": {view.error}" if view.error else "")
+            text = "<br/>".join(mermaid_text(line) for line in wrapped_lines(note, 6))
+            out.append(f"    Note over {ids[step.source]}: {text}")
+    if view.despite_tool_errors:
+        _, details = state_notes(view, view.state)
+        text = "<br/>".join(mermaid_text(line) for line in details)
+        out.append(f"    Note over {ids[view.state]}: {text}")
+    return "\n".join(out) + "\n"
+
+
+def _bracket(guards: Sequence[str]) -> str:
+    return f"[{', '.join(guards)}]" if guards else ""
+
+
+StepsFormat = Literal["markdown", "mermaid"]
+STEPS_FORMATS: tuple[StepsFormat, ...] = ("markdown", "mermaid")
+
+
+def render_steps(decl: Declaration, view: RunView, fmt: StepsFormat = "markdown") -> str:
+    """The steps of a run as Markdown (:func:`steps_markdown`) or Mermaid
+    (:func:`steps_mermaid`)."""
+    if fmt == "markdown":
+        return steps_markdown(decl, view)
+    if fmt == "mermaid":
+        return steps_mermaid(decl, view)
+    raise ValueError(f"unknown steps format {fmt!r}; expected one of {', '.join(STEPS_FORMATS)}")
