@@ -34,9 +34,7 @@ async def _execute(call_id: str, params: Any, signal: Any, on_update: Any) -> Ag
     return AgentToolResult()
 
 
-def _refused(
-    make: Any, field: str, value: Any, error: type[Exception], *more: str
-) -> None:
+def _refused(make: Any, field: str, value: Any, error: type[Exception], *more: str) -> None:
     """``make(**{field: value})`` raises ``error`` naming the field (and ``more``)."""
     with pytest.raises(error) as info:
         make(**{field: value})
@@ -156,9 +154,7 @@ def test_good_model_call_options_are_kept() -> None:
 
 def test_the_model_the_choices_and_the_signal() -> None:
     _refused(lambda **kw: AgentLoopConfig(**kw), "model", "gpt-4o", TypeError, "Model")
-    _refused(
-        lambda **kw: AgentLoopConfig(model=MODEL, **kw), "tool_execution", "fast", ValueError
-    )
+    _refused(lambda **kw: AgentLoopConfig(model=MODEL, **kw), "tool_execution", "fast", ValueError)
     _refused(StreamOptions, "signal", object(), TypeError, "AbortSignal")
 
 
