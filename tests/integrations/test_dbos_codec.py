@@ -94,8 +94,7 @@ def _plain(events: list[Any]) -> list[Any]:
 
 def _transcript(messages: list[Any]) -> list[Any]:
     return [
-        {k: v for k, v in m.model_dump(mode="python").items() if k != "timestamp"}
-        for m in messages
+        {k: v for k, v in m.model_dump(mode="python").items() if k != "timestamp"} for m in messages
     ]
 
 
