@@ -297,7 +297,7 @@ def pydantic_problems(exc: ValidationError) -> str:
 
 # --- hook return values -----------------------------------------------------------------------
 
-_THINKING_LEVELS = frozenset(get_args(ThinkingLevel))
+_THINKING_LEVELS = get_args(ThinkingLevel)  # a tuple: a value that is not hashable is no level
 _R = TypeVar("_R", BeforeToolCallResult, AfterToolCallResult)
 _TURN_FIELDS = ("context", "model", "thinking_level")
 

@@ -312,7 +312,13 @@ def decode_context(data: Any, tools: ToolResolver, what: str = "the context") ->
         raise RecordError(f"{what}'s tools must be a list of tool names (str)")
     if "tool_specs" in data and not isinstance(data["tool_specs"], list):
         raise RecordError(f"{what}'s tool_specs is {_kind(data['tool_specs'])}, not a list")
-    return AgentContext(system_prompt, messages, [tools(name) for name in names])
+    found: list[AgentTool] = []
+    for name in names:
+        try:
+            found.append(tools(name))
+        except RecordError as exc:
+            raise RecordError(f"{what}: {exc}") from None
+    return AgentContext(system_prompt, messages, found)
 
 
 def specs_of(data: Any) -> list[Any]:

@@ -209,8 +209,9 @@ def _args_of(machine: LoopMachine, name: str, index: int | None) -> dict[str, An
 
 @dataclass
 class DecodedEntry:
-    """An entry read back: the ``inputs`` to feed (a cut-short model call's partial message
-    first, as a ``start`` stream event), the arguments ``before_tool_call`` left (``args``:
+    """An entry read back: the ``inputs`` to feed (a model call's message first, as a ``start``
+    stream event: the partial one of a call cut short, the final one of a call that ended), the
+    arguments ``before_tool_call`` left (``args``:
     call index and dict, to put back before feeding), and the clock readings."""
 
     kind: str
@@ -243,7 +244,14 @@ def decode_entry(entry: Any, calls: int, tools: ToolResolver) -> DecodedEntry:
         partial = decode_message(entry["partial"], f"{what}'s partial message")
         inputs.append(StreamEvent(StreamStart(partial=partial)))
     decoded = DecodedEntry(kind, inputs, list(clock))
-    inputs.append(_input(kind, entry, what, calls, tools, decoded))
+    item = _input(kind, entry, what, calls, tools, decoded)
+    if not inputs and isinstance(item, StreamEvent):
+        # the answer's start, as the stream gave it before its end (its deltas are not
+        # recorded): its message_start comes before the end's transitions, as it did
+        ended = item.event
+        message = ended.message if isinstance(ended, StreamDone) else ended.error
+        inputs.append(StreamEvent(StreamStart(partial=message)))
+    inputs.append(item)
     return decoded
 
 

@@ -22,9 +22,10 @@ run, the entry and what is wrong.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
@@ -179,14 +180,19 @@ def read_header(header: Any, tools: ToolResolver) -> RunHeader:
     prompts = [decode_message(m, f"prompt #{i}") for i, m in enumerate(prompts_data)]
     context = decode_context(need(header, "context", dict, what), tools, f"{what}'s context")
     model = decode_model(need(header, "model", dict, what), f"{what}'s model")
-    reasoning = header.get("reasoning")
-    if reasoning is not None and reasoning not in _LEVELS:
+    for name in ("reasoning", "tool_execution", "hooks", "continuing"):
+        if name not in header:
+            raise RecordError(f"{what} has no {name!r}")
+    reasoning = header["reasoning"]
+    if reasoning is not None and not (isinstance(reasoning, str) and reasoning in _LEVELS):
         raise RecordError(f"{what}'s reasoning {reasoning!r} is not a thinking level")
-    mode = header.get("tool_execution", "parallel")
-    if mode not in ("parallel", "sequential"):
+    mode = header["tool_execution"]
+    if not isinstance(mode, str) or mode not in ("parallel", "sequential"):
         raise RecordError(f"{what}'s tool_execution {mode!r} is not parallel or sequential")
-    hooks = header.get("hooks", [])
-    if not isinstance(hooks, list) or not all(h in HOOK_NAMES for h in hooks):
+    hooks = header["hooks"]
+    if not isinstance(hooks, list) or not all(
+        isinstance(h, str) and h in HOOK_NAMES for h in hooks
+    ):
         raise RecordError(f"{what}'s hooks must be a list of hook names, not {hooks!r}")
     return RunHeader(
         fmt,
@@ -198,7 +204,7 @@ def read_header(header: Any, tools: ToolResolver) -> RunHeader:
         reasoning,
         mode,
         list(hooks),
-        need(header, "continuing", bool, what) if "continuing" in header else False,
+        need(header, "continuing", bool, what),
     )
 
 
@@ -305,15 +311,22 @@ class JournaledLoopMachine(LoopMachine):
                     self.journal_error = exc
         return step
 
+    @contextlib.contextmanager
+    def recorded_clock(self, readings: Iterable[int]) -> Iterator[None]:
+        """Within the block, the machine's clock hands out ``readings`` (the ones recorded with
+        an entry), then reads the live clock again."""
+        clock = self._journal_clock
+        clock.replay = list(readings)
+        try:
+            yield
+        finally:
+            clock.replay = None
+
     def feed_again(self, inputs: Iterable[Input], clock: Iterable[int]) -> list[Step]:
         """Feed recorded ``inputs`` again, the clock handing out the recorded readings
-        ``clock`` (then the live clock); no entry is made. Returns their steps."""
-        replay = self._journal_clock
-        replay.replay = list(clock)
-        try:
+        ``clock``; no entry is made. Returns their steps."""
+        with self.recorded_clock(clock):
             return [LoopMachine.feed(self, item) for item in inputs]
-        finally:
-            replay.replay = None
 
     def snapshot(self) -> RunSnapshot:
         """The run so far as a :class:`RunSnapshot` (take it between steps)."""
@@ -369,16 +382,17 @@ def _restore(
     run_id: str | None,
     on_entry: Callable[[dict[str, Any]], None] | None,
     on_transition: Any,
-) -> tuple[JournaledLoopMachine, list[Step], list[tuple[int, int]]]:
+) -> tuple[JournaledLoopMachine, list[Step], list[list[tuple[int, int]]]]:
     where = f"run {run_id!r}: " if run_id else ""
     snap = _snapshot_of(snapshot, where, run_id)
     for name, value in (("declaration", snap.declaration), ("hash", snap.declaration_hash)):
         if not isinstance(value, str):
-            raise JournalError(f"{where}the record's {name} is {value!r}, not a str", run_id=run_id)
+            raise JournalError(f"{where}the header's {name} is {value!r}, not a str", run_id=run_id)
     if isinstance(snap.format, bool) or snap.format not in READABLE_FORMATS:
         raise JournalError(
-            f"{where}journal format {snap.format} is not a format this version reads "
-            f"({', '.join(map(str, READABLE_FORMATS))})"
+            f"{where}the header's journal format {snap.format!r} is not a format this version "
+            f"reads ({', '.join(map(str, READABLE_FORMATS))})",
+            run_id=run_id,
         )
     try:
         header = read_header(snap.header, tools)
@@ -388,7 +402,8 @@ def _restore(
     recorded = [name for name in SHAPING_HOOKS if name in header.hooks]
     if hooks != recorded:
         raise JournalError(
-            f"{where}the run was made with the hooks {recorded or 'none'}, the config given "
+            f"{where}the header says the run was made with the hooks {recorded or 'none'}, the "
+            f"config given "
             f"has {hooks or 'none'}: give the same ones to resume it"
         )
     config = dataclasses.replace(
@@ -408,13 +423,13 @@ def _restore(
     mine = machine.header["declaration_hash"]
     if snap.declaration != machine.declaration.name or snap.declaration_hash != mine:
         raise JournalError(
-            f"{where}the journal was made with the declaration {snap.declaration!r} "
+            f"{where}the header says the run was made with the declaration {snap.declaration!r} "
             f"(hash {snap.declaration_hash}); this version runs {machine.declaration.name!r} "
             f"(hash {mine}): it cannot be replayed here"
         )
     machine.header = dict(snap.header)
     steps: list[Step] = []
-    marks: list[tuple[int, int]] = []  # per entry: transitions and events so far
+    marks: list[list[tuple[int, int]]] = []  # per entry, per input: transitions, events so far
     events = 0
     for number, entry in enumerate(snap.entries):
         kind = entry.get("input")
@@ -429,8 +444,15 @@ def _restore(
             if isinstance(live, dict):
                 live.clear()
                 live.update(args)
+        fed: list[Step] = []
+        entry_marks: list[tuple[int, int]] = []
         try:
-            fed = machine.feed_again(decoded.inputs, decoded.clock)
+            with machine.recorded_clock(decoded.clock):
+                for item in decoded.inputs:
+                    step = LoopMachine.feed(machine, item)
+                    fed.append(step)
+                    events += len(step.events)
+                    entry_marks.append((len(machine.history), events))
         except MachineError as exc:
             raise JournalError(
                 f"{at} does not fit the machine in state {machine.state!r}: {exc_text(exc)}",
@@ -445,8 +467,7 @@ def _restore(
                 entry=number,
             ) from None
         steps += fed
-        events += sum(len(step.events) for step in fed)
-        marks.append((len(machine.history), events))
+        marks.append(entry_marks)
         machine.entries.append(entry)
     machine.on_entry = on_entry
     return machine, steps, marks
@@ -460,7 +481,7 @@ def _never(*args: Any, **kwargs: Any) -> Any:
 
 
 def _stub_tool(spec: Any) -> AgentTool:
-    name = need(spec, "name", str, "a tool's description")
+    name = need(spec, "name", str, "it")
     what = f"the description of tool {name!r}"
     parameters = need(spec, "parameters", dict, what)
     mode = spec.get("mode")
@@ -469,13 +490,14 @@ def _stub_tool(spec: Any) -> AgentTool:
     approval = spec.get("approval", False)
     if approval not in (True, False, "check"):
         raise RecordError(f'{what} has approval {approval!r} (true, false or "check")')
+    prepare = need(spec, "prepare", bool, what)
     try:
         return AgentTool(
             name,
             f"the recorded tool {name}",
             parameters,
             _never,
-            prepare_arguments=_never if need(spec, "prepare", bool, what) else None,
+            prepare_arguments=_never if prepare else None,
             execution_mode=mode,
             requires_approval=_never if approval == "check" else bool(approval),
         )
@@ -508,12 +530,13 @@ class DerivedRun:
     to (its ``history`` holds the transitions, ``new_messages`` the transcript, ``state`` where
     the run stands), the ``steps`` they produced (their events, in order: the run's events but
     the model's deltas and the tools' progress updates, which a record does not hold), and for
-    each entry, ``marks[k]``: how many transitions and events the run had produced once entry
-    ``k`` was fed."""
+    each entry, ``marks[k]``: for each input entry ``k`` gave (two for a model call cut short:
+    its partial message's start, then the input), how many transitions and events the run had
+    produced once that input was fed."""
 
     machine: JournaledLoopMachine
     steps: list[Step]
-    marks: list[tuple[int, int]]
+    marks: list[list[tuple[int, int]]]
 
     @property
     def transitions(self) -> list[Any]:
@@ -543,7 +566,9 @@ def derive_run(
     try:
         stubs = _stubs(snap)
     except RecordError as exc:
-        raise JournalError(f"{where}{exc}", run_id=run_id) from None
+        raise JournalError(
+            f"{where}a tool's description in the record: {exc}", run_id=run_id
+        ) from None
     stubs.update({t.name: t for t in tools})
     config = AgentLoopConfig(model=Model(id="recorded"))
     hooks = snap.header.get("hooks")

@@ -632,18 +632,20 @@ class _Reader:
                 times.append(t)
             elif item[0] == "input":
                 _, run_id, k = item
-                machine, steps, marks = derived[run_id]
-                t0, e0 = marks[k - 1] if k else (0, 0)
-                t1, e1 = marks[k]
-                for record in machine.history[t0:t1]:
-                    loop.append(record)
-                    order.append((LOOP, len(loop) - 1))
-                    times.append(t)
-                if not recorded_events:
-                    for event in [e for s in steps for e in s.events][e0:e1]:
-                        run.events.append(event)
-                        order.append((None, len(run.events) - 1))
+                machine, events, marks = derived[run_id]
+                done = marks[k - 1][-1] if k else (0, 0)
+                for t1, e1 in marks[k]:  # each input of the entry: its transitions, its events
+                    t0, e0 = done
+                    for record in machine.history[t0:t1]:
+                        loop.append(record)
+                        order.append((LOOP, len(loop) - 1))
                         times.append(t)
+                    if not recorded_events:
+                        for event in events[e0:e1]:
+                            run.events.append(event)
+                            order.append((None, len(run.events) - 1))
+                            times.append(t)
+                    done = (t1, e1)
             elif item[0] not in ("header", "end", LOOP):
                 order.append(item)
                 times.append(t)
@@ -660,7 +662,7 @@ class _Reader:
             raise RunFileError(
                 f"{self.path}:{line}: {exc}", run_id=record.run_id, entry=k
             ) from None
-        return derived.machine, derived.steps, derived.marks
+        return derived.machine, derived.events, derived.marks
 
     def check_transitions(self, run: RecordedRun, derived: dict[str, Any]) -> None:
         """Transition lines of the loop, when the file has them too, must be the ones the
