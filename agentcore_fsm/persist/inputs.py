@@ -1,4 +1,4 @@
-"""The inputs of a run as record entries, and back (docs/record.md#entries).
+"""The inputs of a run as record entries, and back (docs/record.md#the-recording-line-by-line).
 
 An entry is one JSON object per input that changed the run, ``{"input": KIND, ...}``, with the
 clock readings the machine took while handling it (``"clock"``). It holds the *outcome* of an
