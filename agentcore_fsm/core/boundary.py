@@ -60,6 +60,7 @@ __all__ = [
     "coerce_messages",
     "describe_value",
     "exc_text",
+    "is_json_data",
     "is_message",
     "json_data",
     "pydantic_problems",
@@ -432,23 +433,51 @@ def check_tool_result(value: Any, tool_name: str) -> AgentToolResult:
 
 
 _MAX_DEPTH = 100
-_PLAIN = (str, int, bool)
 
 
-def _is_json(value: Any, depth: int) -> bool:
-    """True when ``value`` is JSON data already (no copy needed)."""
+def is_json_data(value: Any) -> bool:
+    """True when ``value`` is JSON data already (None, bool, int, str, a finite float, and lists
+    and dicts with str keys of those, at most 100 levels deep): :func:`json_data` keeps it as
+    it is."""
     cls = value.__class__
-    if value is None or cls in _PLAIN:
+    if cls is str or cls is int or cls is bool or value is None:
         return True
     if cls is float:
         return math.isfinite(value)
-    if depth >= _MAX_DEPTH:
-        return False
-    if cls is dict:
-        return all(k.__class__ is str and _is_json(v, depth + 1) for k, v in value.items())
-    if cls is list:
-        return all(_is_json(v, depth + 1) for v in value)
-    return False
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        cls = item.__class__
+        if cls is dict:
+            if depth >= _MAX_DEPTH:
+                return False
+            for key, sub in item.items():
+                if key.__class__ is not str:
+                    return False
+                kind = sub.__class__
+                if kind is str or kind is int or kind is bool or sub is None:
+                    continue
+                if kind is float:
+                    if not math.isfinite(sub):
+                        return False
+                    continue
+                push((sub, depth + 1))
+        elif cls is list:
+            if depth >= _MAX_DEPTH:
+                return False
+            for sub in item:
+                kind = sub.__class__
+                if kind is str or kind is int or kind is bool or sub is None:
+                    continue
+                if kind is float:
+                    if not math.isfinite(sub):
+                        return False
+                    continue
+                push((sub, depth + 1))
+        else:
+            return False
+    return True
 
 
 def json_data(value: Any) -> Any:
@@ -468,7 +497,7 @@ def json_data(value: Any) -> Any:
 
     Strings are kept exactly, lone surrogates included. Pure and cheap: a value that is JSON
     data already is checked, not copied."""
-    if _is_json(value, 0):
+    if is_json_data(value):
         return value
     return _convert(value, 0)
 

@@ -40,6 +40,7 @@ from agentcore_fsm.core.boundary import (
     check_turn_update,
     coerce_messages,
     exc_text,
+    is_json_data,
     is_message,
     json_data,
     pydantic_problems,
@@ -193,7 +194,27 @@ def registered_message_types() -> dict[str, type[BaseModel]]:
     return dict(_BY_NAME)
 
 
+def _loose(model: BaseModel) -> list[Any] | None:
+    """The values of a library model's fields that may hold anything (a result's details, a
+    tool call's arguments); None for a model whose fields are not all known."""
+    cls = type(model)
+    if cls in (ToolResultMessage, AgentToolResult, AfterToolCallResult):
+        return [model.details]  # type: ignore[attr-defined]
+    if cls is AssistantMessage:
+        return [getattr(b, "arguments", None) for b in model.content]  # type: ignore[attr-defined]
+    if cls in (UserMessage, Model, BeforeToolCallResult):
+        return []
+    return None
+
+
 def _dump(model: BaseModel) -> Any:
+    loose = _loose(model)
+    if loose is not None and all(is_json_data(v) for v in loose):
+        # the other fields are typed: pydantic's JSON mode is json_data for them, and faster
+        try:
+            return model.model_dump(mode="json")
+        except Exception:  # a dict key that is a lone surrogate, say
+            pass
     return json_data(model.model_dump(mode="python"))
 
 

@@ -57,7 +57,13 @@ def dumps(
         default=default,
         indent=indent,
     )
-    return _SURROGATE.sub(_escape, text)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a surrogate somewhere
+        return _SURROGATE.sub(_escape, text)
+    return text
 
 
 def loads(text: str, *, every_surrogate_escape: bool = False) -> Any:
@@ -66,7 +72,9 @@ def loads(text: str, *, every_surrogate_escape: bool = False) -> Any:
     of recordings whose header says ``"surrogates": "escaped"``). Raises
     ``json.JSONDecodeError`` (a ``ValueError``) for text that is not JSON, ``RecursionError``
     for text nested too deeply."""
-    if "\\u" in text:
-        pattern = _ANY_HIGH if every_surrogate_escape else _UPPER_HIGH
-        text = pattern.sub(_unescape, text)
+    if every_surrogate_escape:
+        if "\\u" in text:
+            text = _ANY_HIGH.sub(_unescape, text)
+    elif "\\uD" in text:
+        text = _UPPER_HIGH.sub(_unescape, text)
     return json.loads(text)

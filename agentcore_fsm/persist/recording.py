@@ -16,9 +16,9 @@ Every line is validated: a line that is not UTF-8 or not JSON, an unknown kind o
 invalid event or transition, a header or entry the codec refuses, an input of a run with no
 header, entries out of order. The error is a :class:`RunFileError` (a
 :class:`~agentcore_fsm.persist.codec.RecordError`) naming the file and the line (and, for a JSON
-error, the column) and what is wrong. One thing is tolerated: a last line that a crash cut short
-(it has no line end and does not parse) is skipped, with a warning logged on the
-``agentcore_fsm`` logger and kept in :attr:`RecordedRun.warnings`.
+error, the column) and what is wrong. One thing is tolerated: a last line that a crash cut
+short (it has no line end and does not parse, after a whole ``run`` line) is skipped, with a
+warning logged on the ``agentcore_fsm`` logger and kept in :attr:`RecordedRun.warnings`.
 
 **Approvals** (``approval_requested``/``approval_decided`` events) are read back as
 :attr:`RecordedRun.approvals`: each request with its decision and, from the clock readings, how
@@ -418,31 +418,26 @@ def describe_event(event: Any) -> str:
 # --- reading a file -----------------------------------------------------------------------------
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str | None, bool]]:
-    """The file's non-blank lines, numbered, each with whether it is the last line and has no
-    line end (what a crash leaves); a line that is not UTF-8 comes as None (the reader refuses
-    it, or skips it when it is that torn last line)."""
+def _lines(path: Path) -> Iterator[tuple[int, str, bool]]:
+    """The file's lines, numbered, each with whether it is the last line and has no line end
+    (what a crash leaves). Bytes that are not UTF-8 come as lone surrogates (the reader
+    refuses them)."""
     with path.open(encoding="utf-8", errors="surrogateescape") as file:
         previous: tuple[int, str] | None = None
         for number, line in enumerate(file, 1):
             if previous is not None:
-                yield previous[0], _checked(path, *previous, torn=False), False
+                yield previous[0], previous[1], False
             previous = (number, line)
         if previous is not None:
-            torn = not previous[1].endswith("\n")
-            yield previous[0], _checked(path, *previous, torn=torn), torn
+            yield previous[0], previous[1], not previous[1].endswith("\n")
 
 
-def _checked(path: Path, number: int, line: str, torn: bool) -> str | None:
+def _not_utf8(where: str, line: str) -> RunFileError | None:
     bad = _UNDECODABLE.search(line)
     if bad is None:
-        return line
-    if torn:
         return None
     byte = ord(bad.group()) - 0xDC00
-    raise RunFileError(
-        f"{path}:{number}: not UTF-8 text (byte 0x{byte:02x} at column {bad.start() + 1})"
-    )
+    return RunFileError(f"{where}: not UTF-8 text (byte 0x{byte:02x} at column {bad.start() + 1})")
 
 
 def _parse(where: str, line: str, code_points: bool) -> dict[str, Any]:
@@ -492,12 +487,18 @@ class _Reader:
     def read(self) -> RecordedRun:
         for number, line, torn in _lines(self.path):
             where = f"{self.path}:{number}"
-            if line is not None and not line.strip():
+            if not line.strip():
                 continue
+            # a torn last line is tolerated after a whole header line: a crash while writing
+            # (the recorder writes the header when it is made, before anything can crash)
+            tolerated = torn and self.run is not None
             try:
-                obj = None if line is None else _parse(where, line, self.code_points)
+                error = _not_utf8(where, line)
+                if error is not None:
+                    raise error
+                obj: dict[str, Any] | None = _parse(where, line, self.code_points)
             except RunFileError:
-                if not torn:
+                if not tolerated:
                     raise
                 obj = None
             if obj is None:  # the torn last line a crash leaves
