@@ -12,11 +12,19 @@ The functions are pure and synchronous: the sans-IO machine calls them.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import datetime
+import enum
+import math
 import reprlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from pathlib import PurePath
 from typing import Any, TypeVar, get_args
+from uuid import UUID
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agentcore_fsm.core.config import AgentContext, AgentLoopTurnUpdate
 from agentcore_fsm.core.messages import (
@@ -31,7 +39,12 @@ from agentcore_fsm.core.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agentcore_fsm.core.tools import AfterToolCallResult, AgentTool, BeforeToolCallResult
+from agentcore_fsm.core.tools import (
+    AfterToolCallResult,
+    AgentTool,
+    AgentToolResult,
+    BeforeToolCallResult,
+)
 
 __all__ = [
     "InvalidValueError",
@@ -42,11 +55,14 @@ __all__ = [
     "check_message_list",
     "check_should_stop",
     "check_terminal_message",
+    "check_tool_result",
     "check_turn_update",
     "coerce_messages",
     "describe_value",
     "exc_text",
+    "is_json_data",
     "is_message",
+    "json_data",
     "pydantic_problems",
 ]
 
@@ -282,7 +298,7 @@ def pydantic_problems(exc: ValidationError) -> str:
 
 # --- hook return values -----------------------------------------------------------------------
 
-_THINKING_LEVELS = frozenset(get_args(ThinkingLevel))
+_THINKING_LEVELS = get_args(ThinkingLevel)  # a tuple: a value that is not hashable is no level
 _R = TypeVar("_R", BeforeToolCallResult, AfterToolCallResult)
 _TURN_FIELDS = ("context", "model", "thinking_level")
 
@@ -377,5 +393,171 @@ def check_before_result(value: Any) -> BeforeToolCallResult | None:
 
 
 def check_after_result(value: Any) -> AfterToolCallResult | None:
-    """What ``after_tool_call`` returned: None, an :class:`AfterToolCallResult` or a dict."""
-    return _hook_result("after_tool_call", AfterToolCallResult, "an", value)
+    """What ``after_tool_call`` returned: None, an :class:`AfterToolCallResult` or a dict. Its
+    ``details`` are made JSON data as a tool's are (:func:`json_data`)."""
+    after = _hook_result("after_tool_call", AfterToolCallResult, "an", value)
+    if after is not None and after.details is not None:
+        details = json_data(after.details)
+        if details is not after.details:
+            after = after.model_copy(update={"details": details})
+    return after
+
+
+# --- tool results -------------------------------------------------------------------------------
+
+
+def check_tool_result(value: Any, tool_name: str) -> AgentToolResult:
+    """What a tool returned, as the result the run keeps: an :class:`AgentToolResult` or a dict
+    that validates as one, with its ``details`` made JSON data (:func:`json_data`). Anything
+    else raises :class:`InvalidValueError` naming the tool (the call's error result is that
+    text). The machine calls this for every tool result, and the durable engines call it where
+    the tool ran, so that the same value gives the same result everywhere."""
+    if isinstance(value, AgentToolResult):
+        result = value
+    elif isinstance(value, dict):
+        try:
+            result = AgentToolResult.model_validate(value)
+        except ValidationError as exc:
+            raise InvalidValueError(
+                f"Tool {tool_name} returned an invalid AgentToolResult: {pydantic_problems(exc)}"
+            ) from None
+    else:
+        raise InvalidValueError(
+            f"Tool {tool_name} returned {type(value).__name__}; expected an AgentToolResult"
+        )
+    if result.details is not None:
+        details = json_data(result.details)
+        if details is not result.details:
+            result = result.model_copy(update={"details": details})
+    return result
+
+
+_MAX_DEPTH = 100
+
+
+def is_json_data(value: Any) -> bool:
+    """True when ``value`` is JSON data already (None, bool, int, str, a finite float, and lists
+    and dicts with str keys of those, at most 100 levels deep): :func:`json_data` keeps it as
+    it is."""
+    cls = value.__class__
+    if cls is str or cls is int or cls is bool or value is None:
+        return True
+    if cls is float:
+        return math.isfinite(value)
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        cls = item.__class__
+        if cls is dict:
+            if depth >= _MAX_DEPTH:
+                return False
+            for key, sub in item.items():
+                if key.__class__ is not str:
+                    return False
+                kind = sub.__class__
+                if kind is str or kind is int or kind is bool or sub is None:
+                    continue
+                if kind is float:
+                    if not math.isfinite(sub):
+                        return False
+                    continue
+                push((sub, depth + 1))
+        elif cls is list:
+            if depth >= _MAX_DEPTH:
+                return False
+            for sub in item:
+                kind = sub.__class__
+                if kind is str or kind is int or kind is bool or sub is None:
+                    continue
+                if kind is float:
+                    if not math.isfinite(sub):
+                        return False
+                    continue
+                push((sub, depth + 1))
+        else:
+            return False
+    return True
+
+
+def json_data(value: Any) -> Any:
+    """``value`` as JSON data, by the rule every record of a run keeps (docs/record.md): the
+    value itself when it is JSON data already (None, bool, int, str, a finite float, lists and
+    dicts with str keys of those); otherwise a converted copy, where
+
+    * tuples, sets and frozensets become lists (a set's items sorted when they can be);
+    * dict keys that are not str become their JSON text (``1`` → ``"1"``, ``None`` →
+      ``"null"``) or their repr;
+    * NaN and the infinities become None (JSON has no such numbers);
+    * bytes (and bytearray, memoryview) become their standard base64 text;
+    * pydantic models and dataclasses become dicts of their fields; enums their value;
+      datetimes, dates and times their ISO text; Decimals, UUIDs and paths their str;
+    * anything else becomes its ``repr()`` (the class name when ``repr()`` raises), and so
+      does a value nested more than 100 levels deep.
+
+    Strings are kept exactly, lone surrogates included. Pure and cheap: a value that is JSON
+    data already is checked, not copied."""
+    if is_json_data(value):
+        return value
+    return _convert(value, 0)
+
+
+def _repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{_class_name(value)}>"
+    return text if isinstance(text, str) else f"<{_class_name(value)}>"
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return str.__str__(key)
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        return float.__repr__(key) if math.isfinite(key) else "null"
+    return _repr(key)
+
+
+def _convert(value: Any, depth: int) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, enum.Enum):
+        return _convert(value.value, depth + 1) if depth < _MAX_DEPTH else _repr(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if depth >= _MAX_DEPTH:
+        return _repr(value)
+    if isinstance(value, Mapping):
+        return {_key(k): _convert(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_convert(v, depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [_convert(v, depth + 1) for v in value]
+        try:
+            items.sort()
+        except TypeError:
+            pass  # items of kinds that do not compare: iteration order
+        return items
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, BaseModel):
+        return _convert(value.model_dump(mode="python"), depth + 1)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
+        return _convert(fields, depth + 1)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (Decimal, UUID, PurePath)):
+        return str(value)
+    return _repr(value)

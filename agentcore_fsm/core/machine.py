@@ -40,6 +40,7 @@ from agentcore_fsm.core.boundary import (
     check_before_result,
     check_should_stop,
     check_terminal_message,
+    check_tool_result,
     check_turn_update,
     coerce_messages,
     describe_value,
@@ -516,7 +517,7 @@ class LoopMachine(LoopActions):
             result, is_error = error_result(exc_text(error)), True
         else:
             try:
-                result = _as_result(input.result, c.call.name)
+                result = check_tool_result(input.result, c.call.name)
                 is_error = bool(result.is_error)
             except (TypeError, ValueError) as exc:
                 result, is_error = error_result(str(exc)), True
@@ -610,18 +611,3 @@ class LoopMachine(LoopActions):
         Abort: _on_abort,
         Fail: _on_fail,
     }
-
-
-def _as_result(value: Any, tool_name: str) -> AgentToolResult:
-    if isinstance(value, AgentToolResult):
-        return value
-    if isinstance(value, dict):
-        try:
-            return AgentToolResult.model_validate(value)
-        except ValidationError as exc:
-            raise TypeError(
-                f"Tool {tool_name} returned an invalid AgentToolResult: {pydantic_problems(exc)}"
-            ) from None
-    raise TypeError(
-        f"Tool {tool_name} returned {type(value).__name__}; expected an AgentToolResult"
-    )

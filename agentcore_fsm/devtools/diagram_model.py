@@ -243,7 +243,7 @@ def wait_text(view: RunView, state: str) -> str | None:
     known = view.time_waited(state)
     if known is None:
         return None
-    from agentcore_fsm.persist.recorder import duration_text
+    from agentcore_fsm.persist.recording import duration_text
 
     total, count, still = known
     text = f"waited {duration_text(total)}"
@@ -256,7 +256,7 @@ def view_of_machine(machine: Any) -> RunView:
     """The view of a live machine (a ``LoopMachine``: its ``declaration``, ``history``,
     ``state`` and, once it stopped, ``end_reason``; the error text and tool errors come from
     its ``new_messages``, when it has them)."""
-    from agentcore_fsm.persist.recorder import run_error, tool_errors
+    from agentcore_fsm.persist.recording import run_error, tool_errors
 
     reason = getattr(machine, "end_reason", None)
     messages = list(getattr(machine, "new_messages", None) or ())

@@ -32,17 +32,19 @@ from agentcore_fsm.devtools.mermaid import (
 
 def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Declaration, RunView]:
     """The declaration and view of a recorded run (a
-    :class:`~agentcore_fsm.persist.recorder.RecordedRun`
+    :class:`~agentcore_fsm.persist.recording.RecordedRun`
     or a path to a JSONL recording). ``machine`` picks which recorded machine to draw: a
     declaration name or one of :data:`MACHINE_ALIASES` (default: the recording's main machine).
     The outcome is the last ``agent_end``'s reason, the error text and the tool errors the
-    recording's (:attr:`~agentcore_fsm.persist.recorder.RecordedRun.error`,
-    :attr:`~agentcore_fsm.persist.recorder.RecordedRun.tool_errors`), each step gets the events
+    recording's (:attr:`~agentcore_fsm.persist.recording.RecordedRun.error`,
+    :attr:`~agentcore_fsm.persist.recording.RecordedRun.tool_errors`), each step gets the events
     recorded after it, and the records' clock readings say how long the run waited in a waiting
-    state (:data:`WAIT_STATES`). An unknown machine raises
+    state (:data:`WAIT_STATES`). The transitions of a run whose record (header and inputs) the
+    recording holds are derived from its inputs (docs/record.md), so such a recording draws
+    without transition lines. An unknown machine raises
     :class:`~agentcore_fsm.core.declaration.DeclarationError`; one the recording has no transitions
     of, ``ValueError``."""
-    from agentcore_fsm.persist.recorder import describe_event, load_run
+    from agentcore_fsm.persist.recording import describe_event, load_run
 
     if not hasattr(recording, "machines"):
         recording = load_run(recording)

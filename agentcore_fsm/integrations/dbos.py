@@ -6,7 +6,9 @@ tool execution, the polls, the tool and turn hooks, ``requires_approval``. When 
 DBOS recovery runs the workflow again: the steps that completed return their recorded outcomes
 without running, and since the machine is pure and fed those same outcomes in the same order,
 the run reaches exactly the state it had and goes on live from the first step that did not
-complete. Outcomes are recorded in the journal's JSON forms (:mod:`agentcore_fsm.persist.journal`).
+complete. Outcomes are recorded by the codec of the run record (:mod:`agentcore_fsm.persist.codec`),
+with the rules every other record of a run follows: the same agent behaves the same in memory,
+journaled in a run store and here.
 
 Exactness needs a deterministic order of steps, so a durable run performs its effects one at a
 time: tool calls run sequentially (``tool_execution="sequential"`` is forced) and a second step
@@ -45,27 +47,23 @@ import sniffio
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
 
 from agentcore_fsm.core.approval import TIMEOUT_TEXT, ApprovalDecision
-from agentcore_fsm.core.boundary import check_after_result, check_before_result, exc_text
-from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, AgentLoopTurnUpdate, StreamFn
+from agentcore_fsm.core.boundary import exc_text, json_data
+from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, StreamFn
 from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER, StreamDone, StreamError, StreamStart
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import AgentMessage, now_ms
-from agentcore_fsm.core.tools import (
-    AfterToolCallResult,
-    AgentTool,
-    AgentToolResult,
-    BeforeToolCallResult,
-)
-from agentcore_fsm.persist.journal import (
+from agentcore_fsm.core.tools import AgentTool
+from agentcore_fsm.persist.codec import (
     JournaledError,
-    _decode_hook_value,
-    _decode_poll,
-    _dump_model,
-    _encode_poll,
-    _encode_update,
-    _json_value,
+    decode_hook_value,
     decode_message,
+    decode_poll,
+    decode_tool_outcome,
+    encode_hook_value,
     encode_message,
+    encode_poll,
+    encode_tool_outcome,
+    tools_by_name,
 )
 from agentcore_fsm.runtime.driver import _as_prompts, _run
 from agentcore_fsm.runtime.resume import INTERRUPTED_TEXT
@@ -557,7 +555,7 @@ class _DurableRun:
 
             async def body() -> dict[str, Any]:
                 if restarted and not tool.idempotent:
-                    return {"raise": INTERRUPTED_TEXT.format(name=name)}
+                    return {"error": INTERRUPTED_TEXT.format(name=name)}
                 try:
                     if inspect.iscoroutinefunction(execute):
                         value = await execute(call_id, args, signal, on_update)
@@ -566,15 +564,13 @@ class _DurableRun:
                             await asyncio.to_thread(execute, call_id, args, signal, on_update)
                         )
                 except Exception as exc:
-                    return {"raise": exc_text(exc)}
-                if isinstance(value, AgentToolResult):
-                    return {"result": _dump_model(value)}
-                return {"other": _json_value(value)}
+                    return encode_tool_outcome(name, error=exc)
+                return encode_tool_outcome(name, value)
 
             out = _raise_or(await run.step(f"tool:{name}", body))
-            if "result" in out:
-                return AgentToolResult.model_validate(out["result"])
-            return out["other"]
+            if "other" in out:  # recorded by an earlier release: the value as it was
+                out = encode_tool_outcome(name, out["other"])
+            return decode_tool_outcome(out)
 
         wrapped = copy.copy(tool)
         wrapped.execute = durable_execute
@@ -585,7 +581,7 @@ class _DurableRun:
             async def requires_approval(args: Any) -> Any:
                 async def body() -> dict[str, Any]:
                     try:
-                        return {"value": _json_value(await _maybe(check(args)))}
+                        return {"value": json_data(await _maybe(check(args)))}
                     except Exception as exc:
                         return {"raise": exc_text(exc)}
 
@@ -600,26 +596,25 @@ class _DurableRun:
         async def durable_poll() -> Any:
             async def body() -> dict[str, Any]:
                 try:
-                    return {"value": _encode_poll(await _maybe(poll()))}
+                    return encode_poll(name, await _maybe(poll()))
                 except Exception as exc:
                     return {"raise": exc_text(exc)}
 
-            return _decode_poll(_raise_or(await self.step(name, body))["value"])
+            return decode_poll(_raise_or(await self.step(name, body)))
 
         return durable_poll
 
     def _wrap_hook(self, name: str, hook: Callable[..., Any]) -> Callable[..., Any]:
-        by_name = self.by_name
+        tools = tools_by_name(self.by_name)
 
         async def durable_hook(ctx: Any, signal: Any) -> Any:
             async def body() -> dict[str, Any]:
                 try:
-                    value = await _maybe(hook(ctx, signal))
-                    out: dict[str, Any] = {"value": _encode_hook_value(name, value)}
+                    out = encode_hook_value(name, await _maybe(hook(ctx, signal)))
                 except Exception as exc:
                     return {"raise": exc_text(exc)}
                 if name == "before_tool_call":
-                    out["args"] = _json_value(ctx.args)  # it may edit them in place
+                    out["args"] = json_data(ctx.args)  # it may edit them in place
                 return out
 
             out = _raise_or(await self.step(name, body))
@@ -627,7 +622,7 @@ class _DurableRun:
                 if ctx.args != out["args"]:
                     ctx.args.clear()
                     ctx.args.update(out["args"])
-            return _decode_hook_value({"name": name, "value": out["value"]}, by_name)
+            return decode_hook_value(name, {k: v for k, v in out.items() if k != "args"}, tools)
 
         return durable_hook
 
@@ -646,24 +641,6 @@ class _DurableRun:
             return message
 
         return decide
-
-
-def _encode_hook_value(name: str, value: Any) -> Any:
-    """A hook's value in the journal's form (a value its checker refuses raises here, and is
-    recorded as that failure)."""
-    if name == "before_tool_call":
-        before: BeforeToolCallResult | None = check_before_result(value)
-        return None if before is None else _dump_model(before)
-    if name == "after_tool_call":
-        after: AfterToolCallResult | None = check_after_result(value)
-        return None if after is None else _dump_model(after)
-    if name == "should_stop_after_turn":
-        return bool(value)
-    if value is None:
-        return None
-    if not isinstance(value, AgentLoopTurnUpdate):
-        raise TypeError(f"prepare_next_turn returned {type(value).__name__}")
-    return _encode_update(value)
 
 
 # --- starting and following runs ----------------------------------------------------------

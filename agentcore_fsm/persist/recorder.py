@@ -1,38 +1,46 @@
-"""Recording a run to JSONL, and reading it back (for diagrams, debugging and regression tests).
+"""Recording a run to JSONL (for diagrams, debugging, regression tests and resuming), in the
+format of docs/record.md; :func:`~agentcore_fsm.persist.recording.load_run` reads it back.
 
-A :class:`RunRecorder` is three things at once:
+A :class:`RunRecorder` is four things at once:
 
+* a run store (:attr:`RunRecorder.store`): ``run_agent_loop(..., store=rec.store,
+  run_id=...)`` journals the run into it, so the file holds the run's **record**, its header
+  and every input its machine was fed, from which everything else is derived;
 * an ``emit`` sink: ``run_agent_loop(..., emit=rec)`` — it is called with each event;
 * an ``Agent`` listener: ``agent.subscribe(rec)`` — it is called as ``rec(event, signal)``;
 * a transition callback: ``run_agent_loop(..., on_transition=rec.on_transition)``.
 
 It writes one JSON object per line, in the order things happened::
 
-    {"kind": "run", "format": "agentcore-fsm.run", "version": 1, "machine": "agent_loop",
+    {"kind": "run", "format": "agentcore-fsm.run", "version": 2, "machine": "agent_loop",
      "surrogates": "escaped"}
-    {"kind": "transition", "seq": 1, "t": 0.0001, "machine": "agent_loop", "index": 0,
+    {"kind": "header", "seq": 1, "t": 0.0001, "run": "run-1", "header": {...}}
+    {"kind": "transition", "seq": 2, "t": 0.0002, "machine": "agent_loop", "index": 0,
      "trigger": "start", "source": "idle", "dest": "awaiting_steering"}
-    {"kind": "event", "seq": 2, "t": 0.0002, "event": {"type": "agent_start"}}
+    {"kind": "input", "seq": 3, "t": 0.0002, "run": "run-1", "n": 0,
+     "entry": {"input": "start", "clock": [1717171717171]}}
+    {"kind": "event", "seq": 4, "t": 0.0003, "event": {"type": "agent_start"}}
+    ...
+    {"kind": "end", "seq": 40, "t": 0.02, "run": "run-1", "reason": "completed"}
+
+The events and transitions are what the run emitted and took, kept for people and regression
+diffs; a reader derives the transitions (and, when the file has no events, the events) from
+the inputs. A recorder given only as ``emit`` and ``on_transition`` writes events and
+transitions only, as earlier releases did.
 
 ``seq`` numbers every record; ``t`` is seconds since the recorder was made, one clock reading
-(monotonic) per record. Nothing compares it: :func:`load_run` keeps it
-(:attr:`RecordedRun.times`) so that a run view can say how long the run waited, e.g. for an
-approval (a record without a ``t``, as a file written by hand may have, reads as None).
-Events are stored in their camelCase JSON form (what
-``event.model_dump(mode="json", by_alias=True)`` gives, though the recorder writes it itself so
-that no text is lost, see below), serialised *when they are emitted* — a streamed partial
-message is mutated in place afterwards, so this is the only faithful moment.
-Each line is written as it happens, so a run that crashes the process still leaves a readable
-record up to its last step.
+(monotonic) per record. Nothing compares it: the reader keeps it
+(:attr:`~agentcore_fsm.persist.recording.RecordedRun.times`) so that a run view can say how long
+the run waited, e.g. for an approval. Events are stored in their camelCase JSON form,
+serialised *when they are emitted* — a streamed partial message is mutated in place
+afterwards, so this is the only faithful moment. Each line is written as it happens, so a run
+that crashes the process still leaves a readable record up to its last step (the reader skips
+a last line the crash cut short).
 
-**Any text is recorded exactly.** A model or a tool can produce strings that are not valid
-Unicode text: a provider's JSON ``"\\ud83d"`` (half of an emoji) becomes a lone surrogate, and a
-surrogate pair split across two stream deltas leaves two separate surrogates in the partial
-message. The file is plain UTF-8, every character written as itself except surrogates, each of
-which is written as its own ``\\uXXXX`` escape. The header says so (``"surrogates": "escaped"``),
-and :func:`load_run` then reads every escape back as that one code point, never joining two into
-one character, so the events it returns are the ones that were emitted. (A file without that
-header field is read as standard JSON, where an escaped pair is one character.)
+**Any text is recorded exactly.** The file is UTF-8 JSON written by
+:mod:`agentcore_fsm.persist.json_text`: every character as itself, except surrogate code points
+(a lone half of an emoji, or two halves that stayed two code points), each written as its own
+upper-case ``\\uXXXX`` escape and read back as that one code point.
 
 **A recorder never breaks the run it records.** Once the file is open and its header written
 (failures there raise from the constructor, before anything ran), nothing it is handed raises
@@ -40,78 +48,62 @@ into the run: when writing fails (a full disk, the file closed underneath, ...),
 logged on the ``agentcore_fsm`` logger and kept in :attr:`RunRecorder.error`, the half-written
 line is taken back, and the recorder stops writing, so the file holds whole lines up to the
 failure; an event that cannot be serialised at all (nested deeper than the serialiser goes) is
-logged and left out. The in-memory side (transitions, :attr:`RunRecorder.end_reason`, the event
-count) keeps going. Handing it something that is not an agent event is a programming error and
-raises ``TypeError`` (a ``ValidationError`` for an invalid event dict).
-
-:func:`load_run` reads a file back: every event is validated with ``AGENT_EVENT_ADAPTER``
-(so you get the same event classes the loop emits), every transition becomes a
-:class:`~agentcore_fsm.core.machine.TransitionRecord`. A malformed line raises :class:`RunFileError`
-naming the file and line (so do a line that is not UTF-8 and one nested too deeply to parse).
-It keeps the order the records were written in (:attr:`RecordedRun.order`), so that each event
-can be placed after the transition it followed.
-
-**Approvals** (``approval_requested``/``approval_decided`` events) are read back as
-:attr:`RecordedRun.approvals`: each request with its decision and, from the clock readings, how
-long it waited (:class:`RecordedApproval`); the summary lists them.
-
-**What went wrong** is read back from the events: :attr:`RecordedRun.error` is the error text of
-a last run that ended in an error or an abort (the ``error_message`` of its failed or aborted
-assistant message, else its last failed tool result), :attr:`RecordedRun.tool_errors` every tool
-result that was an error, and :meth:`RecordedRun.summary` says in a few lines what the recording
-holds and how it ended, error text included. :func:`run_error` and :func:`tool_errors` do the
-same for a list of messages (a live run's).
+logged and left out. The in-memory side (transitions, the store's records,
+:attr:`RunRecorder.end_reason`, the event count) keeps going. Handing it something that is not
+an agent event is a programming error and raises ``TypeError`` (a ``ValidationError`` for an
+invalid event dict). (The store itself refuses what any run store refuses: an entry out of
+sequence, a run id taken; the run then fails as with any store.)
 
 ``agentcore-fsm diagram --run RUN.jsonl`` renders a recording (``--steps`` lists its steps in
-order, the summary above them).
+order, the summary above them); ``agentcore-fsm replay RUN.jsonl`` replays it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-import re
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pydantic_core import to_jsonable_python
-
+from agentcore_fsm.core.boundary import json_data
 from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER
 from agentcore_fsm.core.machine import TransitionRecord
-from agentcore_fsm.core.messages import clip
+from agentcore_fsm.persist import json_text
+from agentcore_fsm.persist.recording import (
+    RUN_FORMAT,
+    RUN_FORMAT_VERSION,
+    RecordedApproval,
+    RecordedRun,
+    RunFileError,
+    RunRecord,
+    describe_event,
+    duration_text,
+    load_run,
+    run_error,
+    tool_errors,
+)
+from agentcore_fsm.persist.store import MemoryRunStore
 
 __all__ = [
     "RUN_FORMAT",
     "RUN_FORMAT_VERSION",
     "RecordedApproval",
     "RecordedRun",
+    "RecordingStore",
     "RunFileError",
+    "RunRecord",
     "RunRecorder",
     "describe_event",
+    "duration_text",
     "load_run",
     "run_error",
     "tool_errors",
 ]
 
-RUN_FORMAT = "agentcore-fsm.run"
-RUN_FORMAT_VERSION = 1
-
 logger = logging.getLogger("agentcore_fsm")
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-# a \uXXXX escape of a high surrogate that is a real escape (after an even run of backslashes)
-_HIGH_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([dD][89abAB][0-9a-fA-F]{2})")
-# what decoding with errors="surrogateescape" makes of a byte that is not UTF-8
-_UNDECODABLE = re.compile("[\udc80-\udcff]")
-
-
-class RunFileError(ValueError):
-    """A run recording cannot be read (not JSONL, an unknown record, an invalid event, ...)."""
 
 
 def _finite(value: Any) -> Any:
@@ -125,33 +117,14 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _jsonable(value: Any) -> Any:
-    """What ``json.dumps`` writes for a value it does not know, as pydantic's JSON mode would
-    (something JSON cannot carry at all becomes its repr)."""
-    return _finite(to_jsonable_python(value, fallback=repr))
-
-
 def _dumps(obj: dict[str, Any]) -> str:
-    """One line of strict JSON: every character as itself, except that each surrogate code
-    point is written as its own escape (which plain UTF-8 could not carry)."""
-    options: dict[str, Any] = {
-        "ensure_ascii": False,
-        "separators": (",", ":"),
-        "allow_nan": False,
-        "default": _jsonable,
-    }
+    """One line of strict JSON (:mod:`agentcore_fsm.persist.json_text`): a value JSON cannot
+    carry is made JSON data (:func:`~agentcore_fsm.core.boundary.json_data`: its repr, at
+    worst); NaN and the infinities become null."""
     try:
-        text = json.dumps(obj, **options)
+        return json_text.dumps(obj, default=json_data, allow_nan=False)
     except ValueError:  # a NaN or an infinity somewhere (or a cycle: that raises again)
-        text = json.dumps(_finite(obj), **options)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def _loads_code_points(line: str) -> Any:
-    """Parse a line whose surrogate escapes each stand for one code point: the escapes of high
-    surrogates become the characters themselves first, so that the parser cannot join an
-    escaped pair into one character (an unpaired escape means the same either way)."""
-    return json.loads(_HIGH_ESCAPE.sub(lambda m: m.group(1) + chr(int(m.group(2), 16)), line))
+        return json_text.dumps(_finite(obj), default=json_data, allow_nan=False)
 
 
 def _event_data(event: Any) -> Any:
@@ -159,9 +132,7 @@ def _event_data(event: Any) -> Any:
     message is mutated in place afterwards).
 
     Not pydantic's JSON mode: it loses text that is not valid Unicode (a lone surrogate in a
-    dict key becomes U+FFFD, or raises). ``_dumps`` does what that mode would do for the rest:
-    a value JSON cannot carry (a tool's ``details`` may hold anything) becomes its repr, rather
-    than the event being lost; NaN and infinities become null."""
+    dict key becomes U+FFFD, or raises). ``_dumps`` makes the rest JSON data."""
     return event.model_dump(mode="python", by_alias=True)
 
 
@@ -209,6 +180,9 @@ class RunRecorder:
         self._size = 0  # bytes of whole lines written
         self._t0 = time.monotonic()
         self._file: BinaryIO | None = None
+        self.store = RecordingStore(self._run_record)
+        """The run store whose runs' records (header, inputs, end) this recorder writes:
+        ``run_agent_loop(..., store=rec.store, run_id=...)`` (see :class:`RecordingStore`)."""
         if self.path is not None:
             # unbuffered: each line is one write, and a failed one leaves nothing behind in a
             # buffer to be written later
@@ -285,6 +259,10 @@ class RunRecorder:
             },
             t,
         )
+
+    def _run_record(self, obj: dict[str, Any]) -> None:
+        """Write one line of a run's record (the store's side); never raises."""
+        self._record(obj, self._clock())
 
     def _clock(self) -> float:
         """Seconds since the recorder was made, as a record's ``t`` holds them."""
@@ -382,416 +360,57 @@ class RunRecorder:
 
     def recorded(self) -> RecordedRun:
         """What was recorded so far, as a :class:`RecordedRun` (events only if kept)."""
+        records = []
+        for info in self.store.runs():
+            stored = self.store.load(info.run_id)
+            ended = stored.end_reason if stored.status == "finished" else None
+            records.append(RunRecord(info.run_id, stored.header, stored.entries, ended))
         return RecordedRun(
             machine=self.machine,
             events=list(self.events),
             machines={name: list(recs) for name, recs in self.machine_transitions.items()},
             order=list(self._order),
             times=list(self._times),
+            records=records,
         )
+
+
+class RecordingStore(MemoryRunStore):
+    """The run store of a :class:`RunRecorder` (:attr:`RunRecorder.store`): a
+    :class:`~agentcore_fsm.persist.store.MemoryRunStore` (so the runs can be loaded and resumed
+    from it while the process lives) that also writes each run's record to the recording as it
+    is made: a ``header`` line when a run is created, an ``input`` line per entry appended, an
+    ``end`` line when it finishes. ``write(obj)`` writes one line and never raises."""
+
+    def __init__(self, write: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__()
+        self.write = write
+
+    def __repr__(self) -> str:
+        return f"RecordingStore({len(self.runs())} runs)"
+
+    def create_run(
+        self,
+        run_id: str,
+        header: dict[str, Any],
+        *,
+        session_id: str | None,
+        owner: str,
+        lease_s: float,
+    ) -> None:
+        super().create_run(run_id, header, session_id=session_id, owner=owner, lease_s=lease_s)
+        self.write({"kind": "header", "run": run_id, "header": header})
+
+    def append(
+        self, run_id: str, seq: int, entry: dict[str, Any], *, owner: str, lease_s: float
+    ) -> None:
+        super().append(run_id, seq, entry, owner=owner, lease_s=lease_s)
+        self.write({"kind": "input", "run": run_id, "n": seq, "entry": entry})
+
+    def finish(self, run_id: str, end_reason: str, *, owner: str) -> None:
+        super().finish(run_id, end_reason, owner=owner)
+        self.write({"kind": "end", "run": run_id, "reason": end_reason})
 
 
 class _Unserialisable(Exception):
     """A record could not be turned into a JSON line (its cause says why)."""
-
-
-@dataclass(frozen=True)
-class RecordedApproval:
-    """A tool call that waited for approval in a recording (see :attr:`RecordedRun.approvals`):
-    its request (``approval_requested``: ``tool_call_id``, ``tool_name``, ``args``,
-    ``reason``), its decision (the ``approval_decided`` event; None when the recording holds
-    none: the call was still waiting where it stops), and the clock readings of the two
-    records (None when the recording has none)."""
-
-    tool_call_id: str
-    tool_name: str
-    args: Any
-    reason: str | None
-    decision: Any = None
-    requested_at: float | None = None
-    decided_at: float | None = None
-
-    @property
-    def waited(self) -> float | None:
-        """Seconds between the request and the decision (None: undecided, or no clock)."""
-        if self.decision is None or self.requested_at is None or self.decided_at is None:
-            return None
-        return max(0.0, self.decided_at - self.requested_at)
-
-    def text(self) -> str:
-        """One line for a person: ``write_file approved by alice after 2.3 s``, ``pay denied by
-        timeout: no decision within 5 s after 5.0 s``, ``pay waiting (no decision recorded)``."""
-        decision = self.decision
-        if decision is None:
-            return f"{self.tool_name} waiting (no decision recorded)"
-        text = f"{self.tool_name} {'approved' if decision.approved else 'denied'}"
-        text += f" by {clip(str(decision.decided_by), 40)}"
-        if not decision.approved and decision.reason:
-            text += f": {clip(str(decision.reason), 60)}"
-        waited = self.waited
-        return text + (f" after {duration_text(waited)}" if waited is not None else "")
-
-
-def duration_text(seconds: float) -> str:
-    """A duration for a person: ``0.04 s``, ``2.3 s``, ``4 min 10 s``, ``2 h 5 min``, ``3 d 4 h``
-    (approvals can wait for days)."""
-    if seconds < 1:
-        return f"{seconds:.2f} s"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s"
-    if whole < 86400:
-        return f"{whole // 3600} h {whole % 3600 // 60} min"
-    return f"{whole // 86400} d {whole % 86400 // 3600} h"
-
-
-@dataclass
-class RecordedRun:
-    """A run read back by :func:`load_run` (or taken from a live :class:`RunRecorder`).
-
-    ``events``: the validated agent events, in order. ``machines``: every recorded machine's
-    transitions, in order. ``machine``: the recording's main machine (``agent_loop`` for a
-    loop run); :attr:`transitions` are its transitions. ``order``: every record in the order it
-    was written, ``(None, i)`` for ``events[i]`` and ``(name, i)`` for ``machines[name][i]``
-    (see :meth:`events_after`). ``times``: the clock reading (``t``: seconds since the recorder
-    was made) of each record of ``order``, None where a record has none; empty when unknown.
-    """
-
-    machine: str
-    events: list[Any] = field(default_factory=list)
-    machines: dict[str, list[TransitionRecord]] = field(default_factory=dict)
-    order: list[tuple[str | None, int]] = field(default_factory=list)
-    times: list[float | None] = field(default_factory=list)
-
-    def _clock_readings(self) -> dict[tuple[str | None, int], float]:
-        if len(self.times) != len(self.order):
-            return {}
-        return {key: t for key, t in zip(self.order, self.times, strict=True) if t is not None}
-
-    def transition_times(self, machine: str | None = None) -> list[float | None]:
-        """The clock reading of each transition of ``machine`` (default: the main one), None
-        where the recording has none."""
-        name = self.machine if machine is None else machine
-        readings = self._clock_readings()
-        return [readings.get((name, i)) for i in range(len(self.machines.get(name, [])))]
-
-    @property
-    def last_time(self) -> float | None:
-        """The clock reading of the last record that has one (None: none has)."""
-        for t in reversed(self.times):
-            if t is not None:
-                return t
-        return None
-
-    @property
-    def approvals(self) -> list[RecordedApproval]:
-        """Every tool call that waited for approval, in the order of the requests, each with
-        its decision and how long it waited (see :class:`RecordedApproval`)."""
-        readings = self._clock_readings()
-        found: list[RecordedApproval] = []
-        open_requests: dict[str, int] = {}  # call id -> its last undecided request in found
-        for i, event in enumerate(self.events):
-            kind = getattr(event, "type", None)
-            if kind == "approval_requested":
-                open_requests[event.tool_call_id] = len(found)
-                found.append(
-                    RecordedApproval(
-                        event.tool_call_id,
-                        event.tool_name,
-                        event.args,
-                        event.reason,
-                        requested_at=readings.get((None, i)),
-                    )
-                )
-            elif kind == "approval_decided":
-                at = open_requests.pop(event.tool_call_id, None)
-                if at is not None:
-                    found[at] = replace(
-                        found[at], decision=event, decided_at=readings.get((None, i))
-                    )
-        return found
-
-    @property
-    def transitions(self) -> list[TransitionRecord]:
-        return self.machines.get(self.machine, [])
-
-    @property
-    def end_reason(self) -> str | None:
-        """The ``reason`` of the last ``agent_end`` event, or None when there is none."""
-        for event in reversed(self.events):
-            if getattr(event, "type", None) == "agent_end":
-                reason: str = event.reason
-                return reason
-        return None
-
-    def last_run_messages(self) -> list[Any]:
-        """The messages of the last run: its ``agent_end``'s, or for a run that has none (the
-        recording stops mid-run) those of the ``message_end`` events since its ``agent_start``."""
-        start = max(
-            (i for i, e in enumerate(self.events) if getattr(e, "type", None) == "agent_start"),
-            default=0,
-        )
-        ended: list[Any] = []
-        for event in self.events[start:]:
-            kind = getattr(event, "type", None)
-            if kind == "agent_end":
-                return list(event.messages)
-            if kind == "message_end":
-                ended.append(event.message)
-        return ended
-
-    @property
-    def error(self) -> str | None:
-        """Why the last run ended in an error or an abort (:func:`run_error`); None when it
-        did not, or when the recording holds no events."""
-        return run_error(self.last_run_messages(), self.end_reason)
-
-    @property
-    def tool_errors(self) -> list[str]:
-        """Every tool result of the recording that was an error, as ``tool: text``
-        (:func:`tool_errors`), every run's, in order."""
-        return tool_errors(
-            e.message
-            for e in self.events
-            if getattr(e, "type", None) == "message_end"
-            and getattr(e.message, "role", None) == "toolResult"
-        )
-
-    def events_after(self, machine: str | None = None) -> list[list[Any]]:
-        """For each transition of ``machine`` (default: the main one), the events recorded
-        after it and before the next one, in order; events recorded before its first
-        transition go with the first. Events are delivered once the machine has taken every
-        transition an input caused, so an event may be listed a step or two after the
-        transition whose emit action produced it. Empty lists when no events were kept."""
-        name = self.machine if machine is None else machine
-        out: list[list[Any]] = [[] for _ in self.machines.get(name, [])]
-        if not out:
-            return out
-        at = 0
-        for who, i in self.order:
-            if who is None and i < len(self.events):
-                out[at].append(self.events[i])
-            elif who == name:
-                at = min(i, len(out) - 1)
-        return out
-
-    def summary(self) -> str:
-        """A few lines for a person: what the recording holds and how its last run ended,
-        with the error text when it ended in an error or an abort, and the tool errors.
-
-        ::
-
-            agent_loop: 9 transitions, 20 events
-            ended: error: model overloaded
-            tool errors (1): add: no threes today
-            approvals (1): write_file approved by alice after 2.3 s
-        """
-        others = ", ".join(
-            f"{_count(len(r), 'transition')} of {n}"
-            for n, r in self.machines.items()
-            if r and n != self.machine
-        )
-        lines = [
-            f"{self.machine}: {_count(len(self.transitions), 'transition')}, "
-            f"{_count(len(self.events), 'event')}" + (f" (and {others})" if others else "")
-        ]
-        reason = self.end_reason
-        if reason is None:
-            lines.append("ended: no agent_end recorded")
-        else:
-            error = self.error
-            lines.append(f"ended: {reason}" + (f": {error}" if error else ""))
-        errors = self.tool_errors
-        if errors:
-            lines.append(f"tool errors ({len(errors)}): " + "; ".join(errors))
-        approvals = self.approvals
-        if approvals:
-            lines.append(f"approvals ({len(approvals)}): " + "; ".join(a.text() for a in approvals))
-        return "\n".join(lines)
-
-
-_BAD_ENDS = ("error", "aborted")
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def _text_of(message: Any) -> str:
-    content = getattr(message, "content", None)
-    if isinstance(content, str):
-        return content
-    parts = [getattr(b, "text", None) for b in content or ()]
-    return " ".join(p for p in parts if isinstance(p, str)).strip()
-
-
-def run_error(messages: Iterable[Any], reason: str | None = None) -> str | None:
-    """The error text of a run that ended in an error or an abort, from its ``messages`` and
-    its ``agent_end`` ``reason``: the ``error_message`` of its last assistant message when that
-    one stopped with ``error`` or ``aborted`` (a failed model call, or the failure message of a
-    failure elsewhere); else, when ``reason`` says the run ended badly, its last failed tool
-    result (``tool: text``, e.g. an abort while tools ran), else ``ended with reason ...``.
-    None for a run that ended well (``completed``/``stopped``) or whose end is unknown and
-    whose last assistant message did not fail."""
-    if reason in ("completed", "stopped"):
-        return None
-    items = list(messages)
-    for message in reversed(items):
-        if getattr(message, "role", None) == "assistant":
-            if getattr(message, "stop_reason", None) in _BAD_ENDS:
-                text = getattr(message, "error_message", None)
-                return str(text) if text else f"the model call ended with {message.stop_reason!r}"
-            break
-    if reason not in _BAD_ENDS:
-        return None
-    failed = tool_errors(m for m in items if getattr(m, "role", None) == "toolResult")
-    return failed[-1] if failed else f"the run ended with reason {reason!r}"
-
-
-def tool_errors(messages: Iterable[Any]) -> list[str]:
-    """Each tool result among ``messages`` that is an error, as ``tool: text``."""
-    return [
-        f"{getattr(m, 'tool_name', '?')}: {_text_of(m) or '(no text)'}"
-        for m in messages
-        if getattr(m, "role", None) == "toolResult" and getattr(m, "is_error", False)
-    ]
-
-
-def describe_event(event: Any) -> str:
-    """A short label of an agent event, as the steps of a run list it: ``turn_start``,
-    ``message_end(assistant: error)``, ``tool_execution_end(add: error)``,
-    ``approval_requested(pay)``, ``approval_decided(pay: approved)`` (``denied``, and ``by
-    WHO`` when another than "user" decided: ``approval_decided(pay: denied by timeout)``),
-    ``agent_end(completed)``."""
-    kind = str(getattr(event, "type", "?"))
-    if kind in ("message_start", "message_end"):
-        message = event.message
-        role = str(getattr(message, "role", "?"))
-        stop = getattr(message, "stop_reason", None)
-        if getattr(message, "is_error", False):
-            role += ": error"
-        elif stop in _BAD_ENDS:
-            role += f": {stop}"
-        return f"{kind}({role})"
-    if kind == "message_update":
-        return f"message_update({event.assistant_message_event.type})"
-    if kind in ("tool_execution_start", "tool_execution_update"):
-        return f"{kind}({event.tool_name})"
-    if kind == "tool_execution_end":
-        return f"{kind}({event.tool_name}{': error' if event.is_error else ''})"
-    if kind == "approval_requested":
-        return f"{kind}({event.tool_name})"
-    if kind == "approval_decided":
-        verdict = "approved" if event.approved else "denied"
-        who = str(event.decided_by)
-        by = f" by {clip(who, 24)}" if who != "user" else ""
-        return f"{kind}({event.tool_name}: {verdict}{by})"
-    if kind == "agent_end":
-        return f"agent_end({event.reason})"
-    return kind
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """The file's non-blank lines, numbered; a line that is not UTF-8 raises RunFileError."""
-    with path.open(encoding="utf-8", errors="surrogateescape") as file:
-        for number, line in enumerate(file, 1):
-            bad = _UNDECODABLE.search(line)
-            if bad is not None:
-                byte = ord(bad.group()) - 0xDC00
-                raise RunFileError(
-                    f"{path}:{number}: not UTF-8 text (byte 0x{byte:02x} at column "
-                    f"{bad.start() + 1})"
-                )
-            if line.strip():
-                yield number, line
-
-
-def _parse(where: str, line: str, code_points: bool) -> dict[str, Any]:
-    try:
-        obj = _loads_code_points(line) if code_points else json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise RunFileError(f"{where}: not JSON: {exc.msg}") from None
-    except RecursionError:
-        raise RunFileError(f"{where}: not JSON this reader can take: nested too deeply") from None
-    if not isinstance(obj, dict) or "kind" not in obj:
-        raise RunFileError(f"{where}: expected a JSON object with a 'kind'")
-    return obj
-
-
-def load_run(path: str | os.PathLike[str]) -> RecordedRun:
-    """Read a recording written by :class:`RunRecorder`; validate every event and transition.
-
-    Raises :class:`RunFileError` (a ``ValueError``) naming the line at fault, ``OSError`` when
-    the file cannot be read.
-    """
-    path = Path(path)
-    run: RecordedRun | None = None
-    code_points = False  # the header says surrogate escapes are single code points
-    for number, line in _lines(path):
-        where = f"{path}:{number}"
-        obj = _parse(where, line, code_points)
-        kind = obj["kind"]
-        if kind == "run":
-            if run is not None:
-                raise RunFileError(f"{where}: a second 'run' header")
-            if obj.get("format") != RUN_FORMAT:
-                raise RunFileError(
-                    f"{where}: not an agentcore-fsm run (format {obj.get('format')!r})"
-                )
-            version = obj.get("version")
-            if version != RUN_FORMAT_VERSION:
-                raise RunFileError(
-                    f"{where}: run format version {version!r} is not supported "
-                    f"(this version reads {RUN_FORMAT_VERSION})"
-                )
-            machine = obj.get("machine")
-            if not isinstance(machine, str):
-                raise RunFileError(f"{where}: the header has no machine name")
-            run = RecordedRun(machine=machine, machines={machine: []})
-            code_points = obj.get("surrogates") == "escaped"
-            continue
-        if run is None:
-            raise RunFileError(f"{where}: the file does not start with a 'run' header")
-        t = obj.get("t")
-        reading = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
-        if reading is not None and not math.isfinite(reading):
-            reading = None
-        if kind == "event":
-            try:
-                event = AGENT_EVENT_ADAPTER.validate_python(obj["event"])
-            except KeyError:
-                raise RunFileError(f"{where}: an event record without 'event'") from None
-            except ValueError as exc:
-                raise RunFileError(f"{where}: invalid event: {exc}") from None
-            run.events.append(event)
-            run.order.append((None, len(run.events) - 1))
-            run.times.append(reading)
-        elif kind == "transition":
-            try:
-                record = TransitionRecord(
-                    _field(obj, "index", int),
-                    _field(obj, "trigger", str),
-                    _field(obj, "source", str),
-                    _field(obj, "dest", str),
-                )
-                machine = _field(obj, "machine", str)
-            except (KeyError, TypeError) as exc:
-                raise RunFileError(f"{where}: invalid transition: {exc}") from None
-            records = run.machines.setdefault(machine, [])
-            records.append(record)
-            run.order.append((machine, len(records) - 1))
-            run.times.append(reading)
-        else:
-            raise RunFileError(f"{where}: unknown record kind {kind!r}")
-    if run is None:
-        raise RunFileError(f"{path}: empty file, not a run recording")
-    return run
-
-
-def _field(obj: dict[str, Any], name: str, kind: type[Any]) -> Any:
-    value = obj[name]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise TypeError(f"{name!r} must be {kind.__name__}, not {type(value).__name__}")
-    return value

@@ -24,8 +24,9 @@ alive).
 Two stores with the same behaviour: :class:`MemoryRunStore` (dicts, for tests and short-lived
 processes) and :class:`SqliteRunStore` (one SQLite file, standard library only, shareable by
 several processes). Both keep JSON text, so what a caller does to its dicts afterwards never
-changes the store, and every load returns fresh copies. JSON is written with ``ensure_ascii``:
-any ``str``, lone surrogates included, comes back equal.
+changes the store, and every load returns fresh copies. The text is written and read by
+:mod:`agentcore_fsm.persist.json_text`: any ``str`` comes back equal, code point for code point
+(a lone surrogate, and the two surrogates of a pair kept as two code points, included).
 
 Sessions have one writer at a time. Before a run of a session starts, its writer takes the
 session's lease (:meth:`~RunStore.acquire_session`), with the same rules as a run's lease: free,
@@ -43,7 +44,6 @@ are never updated or deleted, so what was read once stays true.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sqlite3
@@ -54,6 +54,9 @@ import uuid
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from agentcore_fsm.persist import json_text
+from agentcore_fsm.persist.codec import RecordError
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -124,9 +127,10 @@ class RunFinishedError(RunStoreError):
     """The run has finished: it cannot be leased, appended to or finished again."""
 
 
-class StoreFormatError(RunStoreError):
+class StoreFormatError(RunStoreError, RecordError):
     """A store file that is not a run store, is corrupt, or was written by a newer version; or
-    a stored value that cannot be read back."""
+    a stored value that cannot be read back (it is also a
+    :class:`~agentcore_fsm.persist.codec.RecordError`: a damaged record)."""
 
 
 class JournalConflictError(RunStoreError):
@@ -360,8 +364,6 @@ def _check_session_names(session_id: Any, owner: Any) -> None:
 
 # --- JSON ---------------------------------------------------------------------------------------
 
-_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
-
 
 def _dumps(value: Any, run_id: str, what: str) -> str:
     if not isinstance(value, dict):
@@ -369,16 +371,18 @@ def _dumps(value: Any, run_id: str, what: str) -> str:
             f"run {run_id!r}: the {what} must be a dict of JSON values, not {type(value).__name__}"
         )
     try:
-        return _encoder.encode(value)
-    except (TypeError, ValueError) as exc:
+        return json_text.dumps(value)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise RunStoreError(f"run {run_id!r}: the {what} is not JSON ({exc})") from None
 
 
 def _loads(text: Any, where: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = json_text.loads(text)
     except (TypeError, ValueError) as exc:
         raise StoreFormatError(f"{where} cannot be read: it is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise StoreFormatError(f"{where} cannot be read: it is nested too deeply") from None
     if not isinstance(value, dict):
         raise StoreFormatError(f"{where} cannot be read: it is not a JSON object")
     return value

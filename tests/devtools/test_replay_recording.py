@@ -226,7 +226,10 @@ async def test_a_sequential_tool_among_parallel_ones(tmp_path: Path) -> None:
     await identical(path)
     script = replay_script(path)
     assert script.runs[0].tool_execution == "parallel"
-    assert {spec.name: spec.mode for spec in script._tools} == {"add": None, "slow": "sequential"}
+    assert {spec.name: spec.mode for spec in script.tool_specs} == {
+        "add": None,
+        "slow": "sequential",
+    }
 
 
 @pytest.mark.anyio
@@ -257,7 +260,7 @@ async def test_tool_errors_and_rejected_calls_replay(tmp_path: Path) -> None:
     assert errors[1].startswith('Validation failed for tool "add"')
     result = await identical(path)
     script = replay_script(path)
-    rejected = {k[0]: c.rejected for k, c in script._tool_calls.items()}
+    rejected = {k[0]: c.rejected for k, c in script.tool_calls.items()}
     assert rejected == {
         "c1": None,
         "c2": "Tool missing not found",
@@ -953,7 +956,7 @@ async def test_approvals_denials_and_changed_arguments_replay(tmp_path: Path) ->
     assert "awaiting_approval" in [t.dest for t in run.transitions]
     result = await identical(path)
     assert decisions(result.events) == recorded
-    calls = {key[0]: call for key, call in replay_script(path)._tool_calls.items()}
+    calls = {key[0]: call for key, call in replay_script(path).tool_calls.items()}
     assert {k: (c.asked, c.approval) for k, c in calls.items()} == {
         "c1": (True, 'Tool "add" requires approval'),
         "c2": (True, 'Tool "add" requires approval'),
@@ -1035,7 +1038,7 @@ async def test_an_abort_while_calls_wait_for_approval_replays(tmp_path: Path) ->
     assert ("awaiting_approval", "abort") in [(t.source, t.trigger) for t in run.transitions]
     result = await identical(path)
     assert decisions(result.events) == decisions(run.events)
-    calls = {key[0]: call for key, call in replay_script(path)._tool_calls.items()}
+    calls = {key[0]: call for key, call in replay_script(path).tool_calls.items()}
     assert calls["c1"].decision is not None and calls["c2"].decision is None
 
 

@@ -133,7 +133,7 @@ async def test_a_recorded_run_round_trips(tmp_path: Path) -> None:
     assert lines[0] == {
         "kind": "run",
         "format": RUN_FORMAT,
-        "version": 1,
+        "version": 2,
         "machine": "agent_loop",
         "surrogates": "escaped",
     }
@@ -221,7 +221,7 @@ HEADER = {"kind": "run", "format": RUN_FORMAT, "version": 1, "machine": "agent_l
         (([1, 2],), ":1: expected a JSON object with a 'kind'"),
         (({"kind": "event", "event": {"type": "agent_start"}},), ":1: the file does not start"),
         (({**HEADER, "format": "other"},), ":1: not an agentcore-fsm run"),
-        (({**HEADER, "version": 2},), ":1: run format version 2 is not supported"),
+        (({**HEADER, "version": 3},), ":1: run format version 3 is not supported"),
         ((HEADER, HEADER), ":2: a second 'run' header"),
         ((HEADER, {"kind": "event", "event": {"type": "nope"}}), ":2: invalid event"),
         ((HEADER, {"kind": "event"}), ":2: an event record without 'event'"),
@@ -348,7 +348,7 @@ async def test_lone_surrogates_are_recorded_losslessly(tmp_path: Path) -> None:
     assert run.events[-1].messages[-1].content[0].text == f"done {LONE_HIGH}"
     # the file is plain UTF-8 that any JSON reader takes; readable text stays as it is
     text = path.read_bytes().decode("utf-8")
-    assert "\\ud83d" in text and "°" in text and "\U0001f600" in text
+    assert "\\uD83D" in text and "°" in text and "\U0001f600" in text
     for line in text.splitlines():
         json.loads(line)
 

@@ -54,9 +54,9 @@ class Recording(JournaledLoopMachine):
         # them as they were then, to redo the edit when the input is fed again
         args = None
         if getattr(input, "name", None) == "before_tool_call":
-            args = copy.deepcopy(self._calls[input.index].args)
+            args = copy.deepcopy(self.calls[input.index].args)
         step = super().feed(input)
-        self.log.append(("feed", input, step, list(self._journal_clock.readings), before, args))
+        self.log.append(("feed", input, step, self.clock_readings, before, args))
         return step
 
     def stream_update(self, event: Any) -> Any:
@@ -224,10 +224,10 @@ def test_a_run_restored_at_any_step_boundary_goes_on_like_the_original(
                 assert restored.stream_update(item) == produced
                 continue
             if args is not None:  # what the hook did to the arguments, done again
-                restored._calls[item.index].args.clear()
-                restored._calls[item.index].args.update(args)
-            restored._journal_clock.replay = list(readings)
-            step = restored.feed(item)
+                restored.calls[item.index].args.clear()
+                restored.calls[item.index].args.update(args)
+            with restored.recorded_clock(readings):
+                step = restored.feed(item)
             assert step.events == produced.events, (boundary, item)
             assert [type(e) for e in step.effects] == [type(e) for e in produced.effects]
             assert (step.stream_over, step.run_over) == (produced.stream_over, produced.run_over)
