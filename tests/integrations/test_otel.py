@@ -48,7 +48,7 @@ from agentcore_fsm.core.messages import Cost, ModelCost
 from agentcore_fsm.integrations import otel
 from agentcore_fsm.integrations.otel import DURATION_BUCKETS, TOKEN_BUCKETS, Instrumentation
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
-from agentcore_fsm.runtime import driver
+from agentcore_fsm.runtime import observer
 from tests.integrations.providers._provider_sse_server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.anyio
@@ -359,7 +359,8 @@ async def test_the_global_switch_traces_runs_and_the_agent(
     anyio_backend: str, telemetry: Telemetry
 ) -> None:
     otel.instrument(telemetry.tracer_provider, telemetry.meter_provider)
-    assert otel.get_instrumentation() is driver._instrumentation is not None
+    switched_on = otel.get_instrumentation()
+    assert switched_on is not None and switched_on in observer.registered_observers()
     user_tracer = telemetry.tracer_provider.get_tracer("the-app")
     with user_tracer.start_as_current_span("request"):
         await run_agent_loop(
@@ -396,6 +397,7 @@ async def test_the_global_switch_traces_runs_and_the_agent(
     )
     otel.uninstrument()
     assert otel.get_instrumentation() is None
+    assert switched_on not in observer.registered_observers(requested=True)
     await run_agent_loop(
         ["hi"],
         AgentContext(),
@@ -917,9 +919,9 @@ async def test_content_is_recorded_when_asked(anyio_backend: str, telemetry: Tel
 
 
 async def test_tracing_off_installs_no_wrapper(anyio_backend: str, telemetry: Telemetry) -> None:
-    """Off, the driver is the plain one and calls the caller's own stream function and tool;
-    on, the traced driver and the wrapper are in between (so this test can tell)."""
-    callers: dict[str, list[str]] = {"stream": [], "driver": []}
+    """Off, the driver calls the caller's own stream function and tool directly; on, the
+    observer's wrappers are in between (so this test can tell)."""
+    callers: dict[str, list[str]] = {"stream": [], "tool": []}
     faux = FauxProvider(
         [faux_response(tool_calls=[faux_tool_call("probe", id="c1")]), faux_response("ok")] * 2
     )
@@ -929,11 +931,10 @@ async def test_tracing_off_installs_no_wrapper(anyio_backend: str, telemetry: Te
         return faux(model, context, options)
 
     async def probe(call_id: str, params: Any, signal: Any, on_update: Any) -> Any:
-        frame = sys._getframe(1)
-        while "self" not in frame.f_locals:
-            assert frame.f_back is not None
-            frame = frame.f_back
-        callers["driver"].append(type(frame.f_locals["self"]).__name__)
+        # the tool's caller, and the task function that called it
+        caller = sys._getframe(1)
+        assert caller.f_back is not None
+        callers["tool"].append(f"{caller.f_back.f_code.co_name}>{caller.f_code.co_name}")
         return result("probed")
 
     async def one_run(instrument: Any) -> None:
@@ -947,12 +948,19 @@ async def test_tracing_off_installs_no_wrapper(anyio_backend: str, telemetry: Te
 
     otel.instrument(telemetry.tracer_provider)  # the global switch is on, the run says no
     await one_run(False)
-    assert callers == {"stream": ["_call_model", "_call_model"], "driver": ["_Driver"]}
+    assert callers == {
+        "stream": ["_call_model", "_call_model"],
+        # started by the task machinery itself (trio's scope wrapper, asyncio's Task._run)
+        "tool": ["_in_scope>run_tool" if anyio_backend == "trio" else "_run>run_tool"],
+    }
     assert telemetry.spans() == []
     otel.uninstrument()
-    callers = {"stream": [], "driver": []}
+    callers = {"stream": [], "tool": []}
     await one_run(telemetry.instrumentation())
-    assert callers == {"stream": ["traced", "traced"], "driver": ["_TracedDriver"]}
+    assert callers == {
+        "stream": ["observed_stream_fn", "observed_stream_fn"],
+        "tool": ["observed_tool>run_tool"],
+    }
 
 
 def test_importing_and_running_untraced_loads_no_opentelemetry() -> None:
