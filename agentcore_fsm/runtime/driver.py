@@ -217,8 +217,10 @@ async def _close(journal: RunJournal, machine: LoopMachine, recorder: Recorder) 
     reached its end and everything was written) or leave it resumable."""
     await recorder.finish()
     error = recorder.error
-    if error is not None and machine.finished:
-        logger.error("%s; the run itself had ended (%s)", error, machine.end_reason)
+    if error is not None and machine.failure is not error:
+        # it came too late to end the run (or another failure ended it): the record stays a
+        # prefix of the run, resumable
+        logger.error("%s (the run had ended already: %s)", error, machine.end_reason)
     finished = machine.finished and error is None
     try:
         await journal.close(machine.end_reason if finished else None)

@@ -220,10 +220,9 @@ class Driver:
 
     def _journal_failed(self, error: JournalWriteError) -> None:
         """The journal could not be written: the run ends with that error (once), what is in
-        flight is stopped; when the run is over already, it is only logged."""
+        flight is stopped; when the run is ending already, it is logged at its end."""
         if self._failed or self._failure is not None or self._run_over:
-            logger.error("%s (the run was already ending)", error)
-            return
+            return  # the run is ending already (logged when the journal is closed)
         self._failure = error
         if self._scope is not None and not self._emitting:
             self._scope.cancel()

@@ -173,7 +173,7 @@ def registered_observers(*, requested: bool = False) -> tuple[RunObserver, ...]:
 def _check(observer: Any, where: str) -> None:
     if not isinstance(observer, RunObserver):
         raise TypeError(
-            f"{where}: an observer must be a agentcore_fsm.runtime.observer.RunObserver, not "
+            f"{where}: an observer must be an agentcore_fsm.runtime.observer.RunObserver, not "
             f"{type(observer).__name__}"
         )
 
