@@ -4,8 +4,8 @@ A journaled run's record is its **header** (written once, when the run is create
 **entries** (one per input that changed the run, numbered from 0, appended in order, never
 rewritten). The driver (:func:`agentcore_fsm.runtime.driver.run_machine`) writes the record
 through a :class:`RunJournal`: it opens the journal before anything of the run happens, appends
-the entries the journaled machine made (grouped, from a writer task, so the event loop never
-waits for a write except where durability matters), and closes it when the run is over.
+the entries the journaled machine made (grouped: all it holds, in one append, where durability
+matters), and closes it, with the last ones, when the run is over.
 
 :class:`RunJournal` is a protocol: a durable engine (a run store, DBOS, Temporal, a dict in a
 test) implements its three methods and subclasses nothing. :class:`StoreJournal` is the one for a
@@ -14,10 +14,12 @@ test) implements its three methods and subclasses nothing. :class:`StoreJournal`
 What the driver guarantees a journal (docs/survive.md#what-is-durable-when):
 
 * ``open`` first, once; then ``append`` calls one at a time (never two at once), each with the
-  entries that follow the last ones given, in order; then ``close`` once (also after a failed
-  ``append``: then with ``None``);
-* before a tool that is not idempotent starts, every entry that led to it has been appended
-  (the ``append`` that held it returned); at the run's end every entry has;
+  entries that follow the last ones given, in order; then ``close`` once, with the last entries
+  and how the run ended (also after a failed ``append``: then with no entries and ``None``);
+* before a tool that is not idempotent starts, or the run waits for an approval decision, every
+  entry that led there has been appended (the ``append`` that held it returned); before a model
+  call or a tool starts, so has every model answer and tool result before it; at the run's end,
+  ``close`` gets the rest;
 * a raise from ``open`` is raised out of the run before anything happened; a raise from
   ``append`` ends the run as an error (``agent_end`` with reason ``"error"``, whose text names
   the journal and the cause) and nothing more is appended; a raise from ``close`` is logged.
@@ -31,7 +33,6 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import anyio.to_thread
 
 from agentcore_fsm.persist.store import (
-    MemoryRunStore,
     RunFinishedError,
     RunStore,
     StoredRun,
@@ -64,10 +65,14 @@ class RunJournal(Protocol):
         that error, and nothing more is appended."""
         ...
 
-    async def close(self, end_reason: str | None) -> None:
-        """The run is over in this process: it finished with ``end_reason`` (``"completed"``,
-        ``"aborted"``, ...), or it stopped unfinished (``None``: it waits for approvals, was
-        cut by a failed append, or by the caller): then the record stays resumable."""
+    async def close(
+        self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None
+    ) -> None:
+        """The run is over in this process: append its last ``entries`` (perhaps none) from
+        number ``seq`` on and end the record, in one step if the engine can. ``end_reason``:
+        the run finished (``"completed"``, ``"aborted"``, ...); ``None``: it stopped unfinished
+        (it waits for approvals, a failed append cut it, or the caller did) and the record
+        stays resumable."""
         ...
 
 
@@ -76,11 +81,15 @@ class StoreJournal:
     lease (``owner``, ``lease_s``; see the store's documentation).
 
     ``run_agent_loop(..., store=, run_id=)`` makes one for a new run; :meth:`take_over` makes
-    one for an existing run that is resumed. The store's calls run in a worker thread
-    (``threaded=True``, the default for every store but a
-    :class:`~agentcore_fsm.persist.store.MemoryRunStore`, whose calls never block), so that the
-    event loop never waits on a file or a database; each ``append`` is one thread hop for all the
-    entries it is given (each entry one store transaction, in order)."""
+    one for an existing run that is resumed. Each ``append`` writes all its entries in one store
+    transaction (the store's ``append_many``, which both stores have; one ``append`` per entry
+    for a store without it, or whose subclass overrides ``append`` alone), and ``close`` writes
+    the last ones and marks the run finished in one more. The driver groups the entries
+    (docs/survive.md#what-is-durable-when), so a run makes a few writes, not one per input. They
+    are made on the event loop (a write of a local SQLite file takes tens of microseconds);
+    ``threaded=True`` makes every store call in a worker thread instead, so that the loop never
+    waits on the store (a file shared by several processes, where a write may wait for another's
+    lock, or a slow disk), at the cost of a thread hop per call."""
 
     def __init__(
         self,
@@ -91,7 +100,7 @@ class StoreJournal:
         owner: str | None = None,
         lease_s: float = DEFAULT_LEASE_S,
         existing: int | None = None,
-        threaded: bool | None = None,
+        threaded: bool = False,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -101,7 +110,7 @@ class StoreJournal:
         self.existing = existing
         """None for a new run (``open`` creates it), or how many entries an existing run
         holds (its lease already taken by ``owner``)."""
-        self.threaded = not isinstance(store, MemoryRunStore) if threaded is None else threaded
+        self.threaded = threaded
 
     def __str__(self) -> str:
         return f"run {self.run_id!r} in {self.store!r}"
@@ -116,7 +125,7 @@ class StoreJournal:
         run_id: str,
         *,
         lease_s: float = DEFAULT_LEASE_S,
-        threaded: bool | None = None,
+        threaded: bool = False,
     ) -> tuple[StoreJournal, StoredRun]:
         """The journal of the existing, unfinished run ``run_id``, its lease taken, and the run
         as stored once the lease is held. Raises the store's errors:
@@ -124,7 +133,7 @@ class StoreJournal:
         :class:`~agentcore_fsm.persist.store.RunFinishedError` (a finished run: nothing to
         resume), :class:`~agentcore_fsm.persist.store.RunOwnedError` (another live owner)."""
         journal = cls(store, run_id, lease_s=lease_s, threaded=threaded)
-        threaded, owner = journal.threaded, journal.owner
+        owner = journal.owner
         stored = await _call(threaded, store.load, run_id)
         if stored.status == "finished":
             raise RunFinishedError(
@@ -152,14 +161,28 @@ class StoreJournal:
 
     def _append(self, seq: int, entries: Sequence[dict[str, Any]]) -> None:
         store, run_id, owner, lease_s = self.store, self.run_id, self.owner, self.lease_s
-        for offset, entry in enumerate(entries):
+        append_many = _append_many(store)
+        if append_many is not None:
+            append_many(run_id, seq, entries, owner=owner, lease_s=lease_s)
+            return
+        for offset, entry in enumerate(entries):  # a store that appends one entry at a time
             store.append(run_id, seq + offset, entry, owner=owner, lease_s=lease_s)
 
-    def _close(self, end_reason: str | None) -> None:
+    def _close(self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None) -> None:
+        store, run_id, owner = self.store, self.run_id, self.owner
+        append_many = _append_many(store)
+        if append_many is not None and end_reason is not None:
+            # the last entries and the end in one transaction
+            append_many(
+                run_id, seq, entries, owner=owner, lease_s=self.lease_s, end_reason=end_reason
+            )
+            return
+        if entries:
+            self._append(seq, entries)
         if end_reason is not None:
-            self.store.finish(self.run_id, end_reason, owner=self.owner)
+            store.finish(run_id, end_reason, owner=owner)
         else:
-            self.store.release(self.run_id, self.owner)
+            store.release(run_id, owner)
 
     async def open(self, header: dict[str, Any]) -> int:
         """Create the run with ``header`` (a new run) and return 0, or return how many
@@ -171,13 +194,15 @@ class StoreJournal:
         return 0
 
     async def append(self, seq: int, entries: Sequence[dict[str, Any]]) -> None:
-        """Append ``entries`` from number ``seq`` on, one store transaction each, in one call
-        of the worker thread."""
+        """Append ``entries`` from number ``seq`` on, in one store transaction."""
         await _call(self.threaded, self._append, seq, entries)
 
-    async def close(self, end_reason: str | None) -> None:
-        """Mark the run finished (``end_reason``), or give up its lease (``None``)."""
-        await _call(self.threaded, self._close, end_reason)
+    async def close(
+        self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None
+    ) -> None:
+        """Append the last ``entries`` and mark the run finished (``end_reason``), in one store
+        transaction; or append them and give up the run's lease (``None``)."""
+        await _call(self.threaded, self._close, seq, entries, end_reason)
 
 
 async def _call(threaded: bool, fn: Callable[..., T], *args: Any) -> T:
@@ -185,6 +210,21 @@ async def _call(threaded: bool, fn: Callable[..., T], *args: Any) -> T:
     if threaded:
         return await anyio.to_thread.run_sync(fn, *args)
     return fn(*args)
+
+
+def _append_many(store: RunStore) -> Callable[..., None] | None:
+    """The store's ``append_many`` (several entries, and perhaps the end, in one transaction),
+    unless it has none, or a subclass overrides ``append`` alone: then every entry goes through
+    that ``append``, as the subclass expects."""
+    cls = type(store)
+    if getattr(cls, "append_many", None) is None:
+        return None
+    defines_many = next(c for c in cls.__mro__ if "append_many" in vars(c))
+    defines_append = next((c for c in cls.__mro__ if "append" in vars(c)), defines_many)
+    if defines_append is not defines_many and issubclass(defines_append, defines_many):
+        return None
+    append_many: Callable[..., None] = getattr(store, "append_many")  # noqa: B009
+    return append_many
 
 
 def _acquire(store: RunStore, run_id: str, owner: str, lease_s: float) -> None:

@@ -213,9 +213,10 @@ def _journaled(machine: LoopMachine) -> Journaled:
 
 
 async def _close(journal: RunJournal, machine: LoopMachine, recorder: Recorder) -> None:
-    """The run is over in this process: write what is left, then finish the record (the run
-    reached its end and everything was written) or leave it resumable."""
-    await recorder.finish()
+    """The run is over in this process: hand the journal the entries not written yet and how
+    the run ended (finished only when it reached its end and everything was written), or
+    leave it resumable."""
+    seq, rest = recorder.rest()
     error = recorder.error
     if error is not None and machine.failure is not error:
         # it came too late to end the run (or another failure ended it): the record stays a
@@ -223,7 +224,7 @@ async def _close(journal: RunJournal, machine: LoopMachine, recorder: Recorder) 
         logger.error("%s (the run had ended already: %s)", error, machine.end_reason)
     finished = machine.finished and error is None
     try:
-        await journal.close(machine.end_reason if finished else None)
+        await journal.close(seq, rest, machine.end_reason if finished else None)
     except Exception:
         logger.exception("closing the journal %s raised; ignored", journal)
 

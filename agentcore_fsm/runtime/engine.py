@@ -102,13 +102,20 @@ logger = logging.getLogger("agentcore_fsm")
 Emit = Callable[[Any], Any]
 
 
-def _must_be_recorded(effects: list[Effect]) -> bool:
+def _must_be_recorded(effects: list[Effect], outcome_pending: bool) -> bool:
     """A step whose entries must be written before its events and effects: it starts a tool
-    that is not idempotent, or waits for an approval decision."""
+    that is not idempotent (it must never run twice), or waits for an approval decision (a
+    request that may wait for days); or, while a model's answer or a tool's result is not
+    written yet, it starts something that may take long (a model call, a tool), so that a
+    crash then never has a model asked again for an answer it gave, nor a finished tool
+    answered as interrupted."""
     for effect in effects:
-        if isinstance(effect, AwaitApproval) or (
-            isinstance(effect, ExecuteTool) and not getattr(effect.tool, "idempotent", False)
-        ):
+        if isinstance(effect, AwaitApproval):
+            return True
+        if isinstance(effect, ExecuteTool):
+            if outcome_pending or not getattr(effect.tool, "idempotent", False):
+                return True
+        elif outcome_pending and isinstance(effect, CallModel):
             return True
     return False
 
@@ -268,16 +275,11 @@ class Driver:
 
     async def _body(self) -> None:
         tasks = self._tasks = ToolTasks()
-        recorder = self._recorder
-        if recorder is not None:
-            tasks.start(recorder.write)  # the journal's writer: not a tool, never cancelled
         try:
             first = self._first
             await self._process(self.feed_input(Start()) if first is None else first)
         finally:
             tasks.cancel_all()
-            if recorder is not None:
-                recorder.stop()
             await tasks.join()
 
     async def _close_after_cancel(self) -> None:
@@ -304,10 +306,9 @@ class Driver:
             if step.run_over:
                 self._run_over = True
             if recorder is not None and step.effects and recorder.behind:
-                if _must_be_recorded(step.effects):
-                    # a tool that must not run twice, or a wait for an approval decision that
-                    # may last days: the entries that led to it are written before anyone
-                    # hears of it (docs/survive.md#what-is-durable-when)
+                if _must_be_recorded(step.effects, recorder.outcome_pending):
+                    # what must not be lost is written before anyone hears of what follows
+                    # (docs/survive.md#what-is-durable-when)
                     await self._record_first()
             if step.events:
                 await self._deliver(step.events)
@@ -370,6 +371,9 @@ class Driver:
         recorder = self._recorder
         assert recorder is not None
         recorder.take()
+        kind = type(input)
+        if kind is ToolFinished or (kind is StreamEvent and step.stream_over):
+            recorder.outcome_pending = True  # a model's answer, a tool's result
         return step
 
     def _feed_observed(self, input: Input) -> Step:
@@ -384,16 +388,10 @@ class Driver:
         return step
 
     async def _record_first(self) -> None:
-        """Wait until every entry so far is written (an abort cuts the wait; a journal that
-        failed ends it at once, and the run ends with that failure)."""
+        """Write every entry so far (a journal that fails ends the run with that failure)."""
         recorder = self._recorder
         assert recorder is not None
-        with anyio.CancelScope() as scope:
-            self._scope = scope
-            try:
-                await recorder.durable()
-            finally:
-                self._scope = None
+        await recorder.durable()
 
     async def _perform_observed(self, effects: list[Effect]) -> Step:
         main = None

@@ -1,15 +1,19 @@
-"""Writing a journaled run's record through its journal, off the driver's path.
+"""Writing a journaled run's record through its journal, grouped, where it matters.
 
 The journaled machine keeps the run's entries in ``entries`` as it is fed (it calls nobody).
-After each input the driver hands the new ones to a :class:`Recorder`, which keeps them in order
-and writes them from a writer task of the run: the entries that accumulate while one write is in
-progress go in the next write, all at once. The driver waits for the record only where it
-matters (docs/survive.md#what-is-durable-when):
+After each input the driver hands the new ones to a :class:`Recorder`, which keeps them, in
+order, until the run needs them written; then one write takes every entry kept so far
+(docs/survive.md#what-is-durable-when):
 
-* before a tool that is not idempotent starts (:meth:`Recorder.durable`): every entry that led
-  to it is written, so such a tool never runs twice, whatever happens to the process;
-* at the run's end (:meth:`Recorder.finish`): everything is written.
+* before a tool that is not idempotent starts, and before the run waits for an approval
+  decision: every entry that led there (so such a tool never runs twice, whatever happens to the
+  process, and a request waiting for days is in the record);
+* before anything else that may take long starts (a model call, a tool) while a model's answer
+  or a tool's result is not written yet: on resume, a model is never asked again for an answer
+  it gave, nor a tool that finished answered as interrupted;
+* at the run's end (the journal's ``close`` gets the rest): everything.
 
+So a run makes a few writes, not one per input, and between them nothing waits for the record.
 A failed write stops the recorder: nothing more is written (the record stays a prefix of the
 run's inputs, in order) and the driver is told once (``on_failure``), with a
 :class:`JournalWriteError` whose text names the journal and the cause; it ends the run with it.
@@ -46,20 +50,18 @@ class JournalWriteError(Exception):
 
 
 class Recorder:
-    """Writes the entries of ``machine`` through ``journal`` from entry number ``written`` on
-    (what the journal already holds). Create it, start :meth:`write` as a task of the run,
-    :meth:`take` after every input, :meth:`stop` the writer when the run is over, and
-    :meth:`finish`."""
+    """Keeps the entries of ``machine`` from entry number ``written`` on (what the journal
+    already holds) and writes them through ``journal`` when asked: :meth:`take` after every
+    input, :meth:`durable` where the run needs them written, and hand the :meth:`rest` to the
+    journal's ``close`` when the run is over."""
 
     __slots__ = (
         "_pending",
-        "_progress",
-        "_stopping",
-        "_wake",
         "error",
         "journal",
         "machine",
         "on_failure",
+        "outcome_pending",
         "taken",
         "written",
     )
@@ -76,26 +78,21 @@ class Recorder:
         self.written = written  # entries the journal holds
         self.taken = written  # entries handed to the recorder
         self._pending: list[dict[str, Any]] = []
+        self.outcome_pending = False
+        """A model's answer or a tool's result is among the entries not written yet (the
+        driver says so)."""
         self.error: JournalWriteError | None = None
         self.on_failure: Callable[[JournalWriteError], None] | None = None
-        self._wake: anyio.Event | None = None
-        self._progress: anyio.Event | None = None
-        self._stopping = False
         self.take()
 
     def take(self) -> None:
         """Take the entries the machine made since the last call (to be written)."""
         entries = self.machine.entries
         count = len(entries)
-        if count == self.taken:
-            return
-        if self.error is None:
-            self._pending.extend(entries[self.taken : count])
-            wake = self._wake
-            if wake is not None:
-                self._wake = None
-                wake.set()
-        self.taken = count
+        if count != self.taken:
+            if self.error is None:
+                self._pending.extend(entries[self.taken : count])
+            self.taken = count
 
     @property
     def behind(self) -> bool:
@@ -103,56 +100,27 @@ class Recorder:
         return self.written < self.taken
 
     async def durable(self) -> bool:
-        """Wait until every entry taken so far is written; False when the journal failed."""
-        target = self.taken
-        while self.written < target and self.error is None:
-            progress = self._progress
-            if progress is None:
-                progress = self._progress = anyio.Event()
-            await progress.wait()
-        return self.error is None
-
-    def stop(self) -> None:
-        """Let :meth:`write` return once it has written what it holds."""
-        self._stopping = True
-        wake = self._wake
-        if wake is not None:
-            self._wake = None
-            wake.set()
-
-    async def write(self) -> None:
-        """The writer task: write what is pending, in order, until :meth:`stop`."""
-        while self.error is None:
-            if self._pending:
-                await self._write_pending()
-            elif self._stopping:
-                return
-            else:
-                wake = self._wake = anyio.Event()
-                await wake.wait()
-
-    async def finish(self) -> None:
-        """Once the writer has stopped: write whatever is left (shield the call)."""
-        self.take()
-        while self._pending and self.error is None:
-            await self._write_pending()
-
-    async def _write_pending(self) -> None:
-        batch, self._pending = self._pending, []
-        with anyio.CancelScope(shield=True):  # a write is never cut half way
+        """Write every entry taken so far, in one write; False when the journal failed."""
+        if self._pending and self.error is None:
+            batch, self._pending = self._pending, []
             try:
-                await self.journal.append(self.written, batch)
+                with anyio.CancelScope(shield=True):  # a write is never cut half way
+                    await self.journal.append(self.written, batch)
             except Exception as exc:
                 self._failed(exc)
-                return
-        self.written += len(batch)
-        self._progressed()
+            else:
+                self.written += len(batch)
+                self.outcome_pending = False
+        return self.error is None
 
-    def _progressed(self) -> None:
-        progress = self._progress
-        if progress is not None:
-            self._progress = None
-            progress.set()
+    def rest(self) -> tuple[int, list[dict[str, Any]]]:
+        """When the run is over: the number of the first entry not written yet and the entries
+        from there (none when the journal failed), for the journal's ``close``."""
+        self.take()
+        rest, self._pending = self._pending, []
+        seq = self.written
+        self.written += len(rest)
+        return seq, rest
 
     def _failed(self, exc: Exception) -> None:
         error = JournalWriteError(
@@ -161,7 +129,6 @@ class Recorder:
         error.__cause__ = exc
         self.error = error
         self._pending = []
-        self._progressed()
         on_failure = self.on_failure
         if on_failure is not None:
             on_failure(error)

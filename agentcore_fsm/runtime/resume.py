@@ -1,10 +1,11 @@
 """Journaling a run into a run store, and resuming it after a crash.
 
 ``run_agent_loop(..., store=, run_id=)`` journals a run as it goes (see
-:mod:`agentcore_fsm.persist.journal` for what an entry holds): the entry of each input the
-machine takes is written to the store, in order, by the run's writer (a worker thread), grouped
-while a write is in progress; before a tool that is not idempotent starts, every entry that led
-to it is in the store, and at the run's end every entry is (docs/survive.md#what-is-durable-when).
+:mod:`agentcore_fsm.persist.journal` for what an entry holds): the entries of the inputs the
+machine takes are written to the store in order, grouped, where it matters: before a tool that
+is not idempotent starts (every entry that led to it), before a model call or a tool starts
+(every model answer and tool result before it), and at the run's end
+(docs/survive.md#what-is-durable-when).
 
 :func:`resume_run` continues a run that did not finish (its process died, or was killed):
 
@@ -145,7 +146,7 @@ async def resume_run(
         fn = resolve_stream_fn(stream_fn)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await journal.close(None)  # give the lease back: nothing was done
+            await journal.close(len(stored.entries), [], None)  # give the lease back
         raise
     return await run_machine(
         machine,

@@ -67,13 +67,13 @@ class FlakyStore(SqliteRunStore):
 
     failing = False
 
-    def append(self, run_id: str, seq: int, entry: Any, **kwargs: Any) -> None:
+    def append_many(self, run_id: str, seq: int, entries: Any, **kwargs: Any) -> None:
         if self.failing:
             raise RunStoreError(
                 f"run {run_id!r} in the run store {self.path!r} cannot take entry {seq}: "
                 f"database or disk is full"
             )
-        super().append(run_id, seq, entry, **kwargs)
+        super().append_many(run_id, seq, entries, **kwargs)
 
 
 async def _run(store: SqliteRunStore, tools: Tools, recorder: EventRecorder) -> list[Any]:
