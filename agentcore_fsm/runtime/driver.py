@@ -380,6 +380,16 @@ class EventStream:
         assert self._result is not None
         return self._result
 
+    @property
+    def ended(self) -> bool:
+        """The run has ended (:meth:`result` returns at once)."""
+        return self._done.is_set()
+
+    def end(self, result: list[AgentMessage] | None, error: BaseException | None) -> None:
+        """The run ended with ``result`` or ``error`` (what runs it calls this once)."""
+        self._result, self._error = result, error
+        self._done.set()
+
 
 @asynccontextmanager
 async def _loop_cm(
@@ -408,10 +418,12 @@ async def _loop_cm(
             pass  # the caller left the block: the run is being aborted, nobody reads any more
 
     async def runner() -> None:
+        result: list[AgentMessage] | None = None
+        error: BaseException | None = None
         try:
             with send:
                 machine = LoopMachine(prompts, context, config, on_transition=on_transition)
-                stream._result = await _drive(
+                result = await _drive(
                     machine,
                     None,
                     fn,
@@ -424,10 +436,10 @@ async def _loop_cm(
                     False,
                 )
         except BaseException as exc:
-            stream._error = exc
+            error = exc
             raise
         finally:
-            stream._done.set()
+            stream.end(result, error)
 
     body_error: Exception | None = None
     try:
@@ -440,7 +452,7 @@ async def _loop_cm(
                 # it is, not wrapped in the task group's exception group
                 body_error = exc
             finally:
-                if not stream._done.is_set():
+                if not stream.ended:
                     # leaving early: abort the run so that it ends with a valid transcript
                     inner.abort("event stream closed")
                 receive.close()

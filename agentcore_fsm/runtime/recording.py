@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from agentcore_fsm.core.boundary import exc_text
-from agentcore_fsm.persist.run_journal import RunJournal
+
+if TYPE_CHECKING:  # the journal port; its module (and the stores) load with a journaled run
+    from agentcore_fsm.persist.run_journal import RunJournal
 
 __all__ = ["JournalWriteError", "Journaled", "Recorder"]
 

@@ -94,9 +94,7 @@ async def _resume_to_the_end(path: Path, tools: Tools) -> None:
     with SqliteRunStore(path) as store:
         stored = store.load("r")
         assert stored.status == "running" and stored.owner is None  # resumable at once
-        machine, steps = load_run_state(
-            store, "r", AgentLoopConfig(model=MODEL), tools=tools.tools()
-        )
+        _, steps = load_run_state(store, "r", AgentLoopConfig(model=MODEL), tools=tools.tools())
         answered = sum(e["input"] in ("stream_done", "stream_error") for e in stored.entries)
         history = [e for s in steps for e in s.events]
         resumed = EventRecorder()
