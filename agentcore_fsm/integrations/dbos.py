@@ -41,7 +41,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import sniffio
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
@@ -65,7 +65,7 @@ from agentcore_fsm.persist.codec import (
     encode_tool_outcome,
     tools_by_name,
 )
-from agentcore_fsm.runtime.driver import _as_prompts, _run
+from agentcore_fsm.runtime.driver import as_prompts, run_machine
 from agentcore_fsm.runtime.resume import INTERRUPTED_TEXT
 
 __all__ = [
@@ -322,31 +322,6 @@ def _take_permit() -> None:
 _END = object()
 
 
-class _Journal:
-    """What the driver's journaled entry point asks of a journal: the machine (with the
-    recorded clock), and the end of the run."""
-
-    def __init__(self, run: _DurableRun) -> None:
-        self.run = run
-        self.run_id = run.workflow_id
-        self.reason: str | None = None
-
-    def machine(
-        self,
-        prompts: list[AgentMessage],
-        context: AgentContext,
-        config: AgentLoopConfig,
-        on_transition: Any,
-        continuing: bool,
-    ) -> LoopMachine:
-        return LoopMachine(
-            prompts, context, config, on_transition=on_transition, clock=self.run.clock
-        )
-
-    def close(self, machine: LoopMachine) -> None:
-        self.reason = machine.end_reason
-
-
 def _raise_or(out: dict[str, Any]) -> dict[str, Any]:
     if "raise" in out:
         raise JournaledError(out["raise"])
@@ -421,21 +396,16 @@ class _DurableRun:
         agent = self.agent
         config = self._config(agent.config)
         context = AgentContext(agent.system_prompt, [], self.tools)
-        journal = _Journal(self)
-        messages = await _run(
-            [decode_message(p) for p in prompts],
-            context,
-            config,
-            self.emit,
-            None,
-            self._stream_fn,
-            None,
-            journal=cast(Any, journal),
-            instrument=False,
+        # the machine's clock is the recorded one; DBOS checkpoints each step (no journal)
+        machine = LoopMachine(
+            [decode_message(p) for p in prompts], context, config, clock=self.clock
+        )
+        messages = await run_machine(
+            machine, stream_fn=self._stream_fn, emit=self.emit, observers=()
         )
         await self.flush()
         await DBOS.close_stream_async(EVENTS_STREAM)
-        return {"messages": [encode_message(m) for m in messages], "reason": journal.reason}
+        return {"messages": [encode_message(m) for m in messages], "reason": machine.end_reason}
 
     def _config(self, config: AgentLoopConfig) -> AgentLoopConfig:
         changes: dict[str, Any] = {
@@ -652,7 +622,7 @@ def _launched() -> None:
 
 
 def _encoded_prompts(prompts: Any) -> list[dict[str, Any]]:
-    return [encode_message(m) for m in _as_prompts(prompts)]
+    return [encode_message(m) for m in as_prompts(prompts)]
 
 
 async def start_run(agent: str, prompts: Any, *, run_id: str, queue: str | None = None) -> str:

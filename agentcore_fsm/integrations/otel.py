@@ -1,11 +1,16 @@
 """OpenTelemetry traces and metrics for runs of the loop, with the state machine in the trace.
 
-One switch turns it on for every run, :func:`instrument` (and :func:`uninstrument` off again);
-``run_agent_loop(..., instrument=...)`` and ``run_agent_loop_continue(..., instrument=...)``
-decide per run: ``True`` (the global :class:`Instrumentation`, or a default one on the global
+Tracing is a run observer (:mod:`agentcore_fsm.runtime.observer`, docs/ports.md): an
+:class:`Instrumentation` watches a run through the runtime's public port, nothing else. One
+switch turns it on for every run, :func:`instrument` (it registers the instrumentation with
+:func:`~agentcore_fsm.runtime.observer.register_observer`; :func:`uninstrument` removes it);
+``run_agent_loop(..., instrument=...)``, ``run_agent_loop_continue`` and ``resume_run`` decide
+per run: ``True`` (the global :class:`Instrumentation`, or a default one on the global
 OpenTelemetry providers), ``False`` (never), an :class:`Instrumentation`, or ``None`` (the
 default: follow the global switch). ``agent_loop``, ``agent_loop_continue`` and every
-:class:`~agentcore_fsm.Agent` follow the global switch. docs/tracing.md is the guide.
+:class:`~agentcore_fsm.Agent` follow the global switch. A run continued with ``resume_run`` is
+traced like a fresh one (its run span has ``agentcore_fsm.run.resumed=true``). docs/tracing.md
+is the guide.
 
 What a traced run records, following the GenAI semantic conventions published with
 OpenTelemetry semantic conventions v1.41.0 (status *Development*; the current set, with
@@ -18,7 +23,7 @@ OpenTelemetry semantic conventions v1.41.0 (status *Development*; the current se
   destination (what ``on_transition`` receives; the callback you pass still gets every record).
 * ``chat {model}``, kind CLIENT, one per model call: request model, provider, temperature,
   max_tokens, server address, then the response model, the finish reason, the token usage and
-  the cost. It is the current span from the stream function's call until its stream is over,
+  the cost. It is the current span from the stream function's call until its stream is closed,
   so a provider's HTTP spans nest under it (and so do spans of listeners handling the
   streamed ``message_update`` events).
 * ``execute_tool {tool}``, kind INTERNAL, one per tool execution: the tool's name, description
@@ -57,26 +62,25 @@ Decisions where the task or the conventions leave a choice:
 * **Suspended runs.** A journaled run that stops to wait for approval decisions (its
   ``RunSuspended``) gets ``agentcore_fsm.run.suspended=true`` on its run span, not an error.
 * **What has no span.** A tool call that never executes (unknown tool, invalid arguments,
-  blocked by ``before_tool_call``, truncated, answered by an abort before it started) has no
-  ``execute_tool`` span: the span is the execution. Hooks and polls get no spans of their own
-  (the transitions show them). A run resumed with ``resume_run`` is not traced.
+  blocked by ``before_tool_call``, truncated, answered by an abort or a failure before it
+  started, or answered as interrupted when a run is resumed) has no ``execute_tool`` span: the
+  span is the execution. Hooks and polls get no spans of their own (the transitions show them).
 * **Transitions are span events**, so the SDK's limit of events per span (128 by default)
   applies to long runs. ``agentcore-fsm diagram --run`` does not read traces: it reads a
   ``RunRecorder`` file, which holds more (docs/tracing.md#the-state-machine-in-the-trace).
 
-Nothing here runs when tracing is off: the driver checks the switch once per run and imports
-this module (and OpenTelemetry) only for a traced run. A traced run is driven by a subclass of
-the driver that starts tool spans; the stream function and ``on_transition`` are wrapped.
+Nothing here runs when tracing is off: the runtime never imports this module (importing it
+registers the observer that ``instrument=True`` asks for), and a run without observers makes
+one check.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 try:
@@ -91,34 +95,45 @@ except ImportError as exc:  # pragma: no cover - only without the extra
 
 import anyio
 
+from agentcore_fsm.core.approval import RunSuspended
 from agentcore_fsm.core.boundary import exc_text
 from agentcore_fsm.core.events import AgentEndEvent, StreamDone, StreamError
-from agentcore_fsm.core.protocol import ExecuteTool, ToolFinished
+from agentcore_fsm.core.protocol import (
+    Effect,
+    ExecuteTool,
+    Input,
+    Step,
+    StreamEvent,
+    StreamExhausted,
+    ToolFinished,
+)
 from agentcore_fsm.core.tools import AgentToolResult
 from agentcore_fsm.core.version import __version__
-from agentcore_fsm.runtime import driver as _driver
-from agentcore_fsm.runtime.driver import _Driver
+from agentcore_fsm.runtime.observer import (
+    ModelRequest,
+    RunObserver,
+    RunStart,
+    register_observer,
+    registered_observers,
+    unregister_observer,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import TracebackType
+
+    from opentelemetry.context import Context
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
-    from agentcore_fsm.core.abort import AbortSignal
-    from agentcore_fsm.core.config import (
-        AgentContext,
-        AgentLoopConfig,
-        LlmContext,
-        StreamFn,
-        StreamOptions,
-    )
     from agentcore_fsm.core.declared import TransitionRecord
-    from agentcore_fsm.core.messages import AgentMessage, AssistantMessage, Model
-    from agentcore_fsm.runtime.resume import StoreJournal
+    from agentcore_fsm.core.messages import AssistantMessage
 
 __all__ = [
     "ABORTED",
     "COST",
     "END_REASON",
+    "RESUMED",
     "SCHEMA_URL",
     "SEMCONV_VERSION",
     "TRANSITION_EVENT",
@@ -180,6 +195,8 @@ SUSPENDED = "agentcore_fsm.run.suspended"
 """``true`` on the run span of a journaled run that stopped to wait for approval decisions."""
 RUN_ID = "agentcore_fsm.run.id"
 """The run id of a journaled run (``run_agent_loop(..., store=..., run_id=...)``)."""
+RESUMED = "agentcore_fsm.run.resumed"
+"""``true`` on the run span of a run continued from its journal (``resume_run``)."""
 COST = "agentcore_fsm.usage.cost"
 """What the model calls cost in dollars (``Usage.cost.total``; on the run span, the sum)."""
 REQUEST_REASONING = "agentcore_fsm.request.reasoning"
@@ -196,8 +213,9 @@ FINISH_REASON = {"stop": "stop", "length": "length", "toolUse": "tool_call", "er
 _HTTP_STATUS = re.compile(r"^HTTP (\d{3})\b")
 
 
-class Instrumentation:
-    """Where a traced run's spans and measurements go, and what they hold.
+class Instrumentation(RunObserver):
+    """Where a traced run's spans and measurements go, and what they hold: a run observer
+    (give it to a run as ``instrument=``, or make it global with :func:`instrument`).
 
     ``tracer_provider`` and ``meter_provider`` default to OpenTelemetry's global ones (read when
     a span or measurement is made, so they may be set later). ``record_content=True`` records
@@ -246,6 +264,10 @@ class Instrumentation:
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
 
+    def observe_run(self, run: RunStart) -> RunObserver:
+        """A trace of ``run``: its ``invoke_agent`` span starts now."""
+        return _RunTrace(self, run)
+
 
 def instrument(
     tracer_provider: TracerProvider | None = None,
@@ -254,90 +276,55 @@ def instrument(
     record_content: bool = False,
     agent_name: str | None = None,
 ) -> Instrumentation:
-    """Trace every run from now on (those given ``instrument=False`` excepted): make an
-    :class:`Instrumentation` of these arguments the global one and return it. Calling it again
-    replaces the global instrumentation."""
+    """Trace every run from now on (those given ``instrument=False`` excepted): register an
+    :class:`Instrumentation` of these arguments as a run observer of every run and return it.
+    Calling it again replaces the global instrumentation."""
     made = Instrumentation(
         tracer_provider, meter_provider, record_content=record_content, agent_name=agent_name
     )
-    _driver._instrumentation = made
+    uninstrument()
+    register_observer(made)
     return made
 
 
 def uninstrument() -> None:
     """Stop tracing runs that follow the global switch (runs in progress are still traced)."""
-    _driver._instrumentation = None
+    for observer in registered_observers():
+        if isinstance(observer, Instrumentation):
+            unregister_observer(observer)
 
 
 def get_instrumentation() -> Instrumentation | None:
     """The global :class:`Instrumentation` (None when :func:`instrument` is not in effect)."""
-    return _driver._instrumentation
+    for observer in registered_observers():
+        if isinstance(observer, Instrumentation):
+            return observer
+    return None
 
 
 _default: Instrumentation | None = None
+"""The instrumentation on OpenTelemetry's global providers that ``instrument=True`` uses while
+:func:`instrument` is not in effect (made when first needed)."""
 
 
-def _resolve(setting: object) -> Instrumentation:
-    """The instrumentation of a run whose ``instrument`` setting (or the global one) is on."""
-    global _default
-    if isinstance(setting, Instrumentation):
-        return setting
-    if setting is True:
-        current = _driver._instrumentation
-        if current is not None:
-            return current
+class _OnRequest(RunObserver):
+    """Traces a run that asks for it (``instrument=True``) while :func:`instrument` is not in
+    effect, on OpenTelemetry's global providers; registered for such runs when this module is
+    imported."""
+
+    def observe_run(self, run: RunStart) -> RunObserver | None:
+        global _default
+        if get_instrumentation() is not None:
+            return None  # the global instrumentation traces the run already
         if _default is None:
             _default = Instrumentation()
-        return _default
-    raise TypeError(
-        "instrument must be True, False, None or an "
-        "agentcore_fsm.integrations.otel.Instrumentation, "
-        f"not {type(setting).__name__}"
-    )
+        return _default.observe_run(run)
+
+
+register_observer(_OnRequest(), always=False)
 
 
 # --- the traced run ---------------------------------------------------------------------------
-
-
-async def traced_run(
-    setting: object,
-    prompts: list[AgentMessage],
-    context: AgentContext,
-    config: AgentLoopConfig,
-    emit: Any,
-    signal: AbortSignal,
-    stream_fn: StreamFn,
-    on_transition: Callable[[TransitionRecord], None] | None,
-    control: AbortSignal | None,
-    journal: StoreJournal | None,
-    continuing: bool,
-) -> list[AgentMessage]:
-    """Run ``driver._run`` under an ``invoke_agent`` span (called by the driver when tracing is
-    on for the run: ``setting`` is its ``instrument`` value or the global instrumentation)."""
-    run = _RunTrace(_resolve(setting), config, journal, control if control is not None else signal)
-    token = otel_context.attach(run.context)
-    try:
-        messages = await _driver._run(
-            prompts,
-            context,
-            config,
-            emit,
-            signal,
-            run.wrap_stream_fn(stream_fn),
-            run.wrap_on_transition(on_transition),
-            control,
-            journal,
-            continuing,
-            instrument=False,
-            make_driver=run.driver,
-        )
-    except BaseException as exc:
-        run.end(exc)
-        raise
-    finally:
-        otel_context.detach(token)
-    run.end(None)
-    return messages
 
 
 def _type_name(exc: BaseException) -> str:
@@ -349,20 +336,38 @@ def _set_error(span: Span, error_type: str, description: str) -> None:
     span.set_status(Status(StatusCode.ERROR, description))
 
 
-class _RunTrace:
-    """One traced run: its ``invoke_agent`` span and what its model calls added up to."""
+class _Current(AbstractContextManager[None]):
+    """Makes an OpenTelemetry context current (in the task that enters it) until exited."""
 
-    def __init__(
+    __slots__ = ("context", "token")
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.token: object = None
+
+    def __enter__(self) -> None:
+        self.token = otel_context.attach(self.context)
+
+    def __exit__(
         self,
-        inst: Instrumentation,
-        config: AgentLoopConfig,
-        journal: StoreJournal | None,
-        control: AbortSignal,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
+        token, self.token = self.token, None
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
+
+
+class _RunTrace(RunObserver):
+    """One traced run: its ``invoke_agent`` span, its model call and tool executions in
+    flight, and what its model calls added up to."""
+
+    def __init__(self, inst: Instrumentation, run: RunStart) -> None:
         self.inst = inst
-        self.control = control  # the signal that decides (it fires on every abort)
+        self.control = run.signal  # the signal that decides (it fires on every abort)
         self.cancelled = anyio.get_cancelled_exc_class()
-        model = config.model
+        model = run.config.model
         attributes: dict[str, Any] = {
             OPERATION: "invoke_agent",
             PROVIDER: model.provider,
@@ -372,11 +377,12 @@ class _RunTrace:
         if inst.agent_name:
             attributes[AGENT_NAME] = inst.agent_name
             name = f"invoke_agent {inst.agent_name}"
-        if config.session_id:
-            attributes[CONVERSATION_ID] = config.session_id
-        run_id = getattr(journal, "run_id", None)
-        if isinstance(run_id, str):
-            attributes[RUN_ID] = run_id
+        if run.config.session_id:
+            attributes[CONVERSATION_ID] = run.config.session_id
+        if run.run_id is not None:
+            attributes[RUN_ID] = run.run_id
+        if run.resumed:
+            attributes[RESUMED] = True
         self.span = inst.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
         self.context = trace.set_span_in_context(self.span)
         self.input_tokens = 0
@@ -386,18 +392,17 @@ class _RunTrace:
         self.cost = 0.0
         self.reported = False
         self.end_event: AgentEndEvent | None = None
+        self.current_call: _ModelCall | None = None
+        self.tools: dict[int, _ToolCall] = {}
 
-    # what the driver is given instead of the caller's own
+    # --- the port ---
 
-    def driver(self, *args: Any) -> _TracedDriver:
-        return _TracedDriver(self, *args)
+    def run_context(self) -> AbstractContextManager[None]:
+        return _Current(self.context)
 
-    def wrap_on_transition(
-        self, observer: Callable[[TransitionRecord], None] | None
-    ) -> Callable[[TransitionRecord], None]:
+    def input_fed(self, input: Input, step: Step, transitions: Sequence[TransitionRecord]) -> None:
         add_event = self.span.add_event
-
-        def on_transition(record: TransitionRecord) -> None:
+        for record in transitions:
             add_event(
                 TRANSITION_EVENT,
                 {
@@ -407,29 +412,38 @@ class _RunTrace:
                     TRANSITION_DESTINATION: record.dest,
                 },
             )
-            if observer is not None:
-                observer(record)
+        call = self.current_call
+        if call is not None:
+            kind = type(input)
+            if kind is StreamEvent:
+                event: Any = input.event  # type: ignore[union-attr]
+                if type(event) is StreamDone:
+                    call.done(event.message)
+                elif type(event) is StreamError:
+                    call.done(event.error)
+            elif kind is StreamExhausted:
+                call.failed(OTHER_ERROR, "Stream function ended without a done or error event")
+        if step.run_over and step.events and type(step.events[-1]) is AgentEndEvent:
+            self.end_event = step.events[-1]
 
-        return on_transition
+    def model_call(self, request: ModelRequest) -> AbstractContextManager[None]:
+        call = self.current_call = _ModelCall(self, request)
+        return call
 
-    def wrap_stream_fn(self, stream_fn: StreamFn) -> StreamFn:
-        def traced(model: Model, llm_context: LlmContext, options: StreamOptions) -> Any:
-            call = _ModelCall(self, model, llm_context, options)
-            token = otel_context.attach(call.context)
-            try:
-                stream: Any = stream_fn(model, llm_context, options)
-            except BaseException as exc:
-                call.raised(exc)
-                raise
-            finally:
-                otel_context.detach(token)
-            if inspect.isawaitable(stream):
-                return call.awaited(stream)
-            return call.wrap(stream)
+    def tool_execution(self, effect: ExecuteTool) -> AbstractContextManager[None]:
+        call = self.tools[effect.index] = _ToolCall(self, effect)
+        return call
 
-        return cast("StreamFn", traced)
+    def effect_performed(self, effect: Effect, seconds: float, outcome: Input | None) -> None:
+        if type(effect) is ExecuteTool:
+            call = self.tools.pop(effect.index, None)
+            if call is not None:
+                call.finished(outcome if type(outcome) is ToolFinished else None)
 
-    # the end
+    def run_ended(self, error: BaseException | None) -> None:
+        self.end(error)
+
+    # --- the end ---
 
     def add_usage(self, input_tokens: int, output: int, cache_read: int, cache_write: int) -> None:
         self.reported = True
@@ -460,20 +474,13 @@ class _RunTrace:
         if exc is not None:
             if isinstance(exc, self.cancelled):
                 attributes[ABORTED] = True  # cancelled from outside: closed like an abort
-            elif _suspended(exc):
+            elif isinstance(exc, RunSuspended):
                 attributes[SUSPENDED] = True  # waits for approvals: not an error
             else:
                 span.record_exception(exc)
                 _set_error(span, _type_name(exc), f"{_type_name(exc)}: {exc_text(exc)}")
         span.set_attributes(attributes)
         span.end()
-
-
-def _suspended(exc: BaseException) -> bool:
-    """``exc`` is the :class:`~agentcore_fsm.core.approval.RunSuspended` of a journaled run that
-    stopped to wait for approval decisions (matched by name: nothing is imported for it)."""
-    kind = type(exc)
-    return kind.__name__ == "RunSuspended" and kind.__module__ == "agentcore_fsm.core.approval"
 
 
 def _run_error_text(messages: Sequence[Any]) -> str:
@@ -484,43 +491,6 @@ def _run_error_text(messages: Sequence[Any]) -> str:
                 return text
             break
     return "the run ended with an error"
-
-
-class _TracedDriver(_Driver):
-    """The driver of a traced run: it runs every tool execution inside its ``execute_tool``
-    span, and notes how the run ended (its ``agent_end``)."""
-
-    def __init__(self, run: _RunTrace, *args: Any) -> None:
-        super().__init__(*args)
-        self._trace = run
-        self._outcomes: dict[int, ToolFinished] = {}
-
-    def _post(self, item: Any) -> None:  # Any: whatever the driver's inbox takes
-        if type(item) is ToolFinished:
-            self._outcomes[item.index] = item  # what the tool's execution came to
-        super()._post(item)
-
-    async def _deliver(self, events: list[Any]) -> None:
-        if events:
-            last = events[-1]
-            if type(last) is AgentEndEvent:
-                self._trace.end_event = last
-        await super()._deliver(events)
-
-    async def _run_tool(self, effect: ExecuteTool) -> None:
-        if self._halt:
-            await super()._run_tool(effect)  # it starts nothing either
-            return
-        call = _ToolCall(self._trace, effect)
-        token = otel_context.attach(call.context)
-        try:
-            await super()._run_tool(effect)
-        except BaseException as exc:
-            call.raised(exc)
-            raise
-        finally:
-            otel_context.detach(token)
-        call.finished(self._outcomes.pop(effect.index, None))
 
 
 # --- model calls ------------------------------------------------------------------------------
@@ -541,15 +511,17 @@ def _server(base_url: str) -> tuple[str, int] | None:
     return host, port
 
 
-class _ModelCall:
-    """One model call's ``chat`` span; ends at the stream's terminal event (or its end)."""
+class _ModelCall(AbstractContextManager[None]):
+    """One model call's ``chat`` span, current while the driver is in the call (the stream
+    function's call, its stream, its ``aclose``); it ends at the stream's terminal event, or
+    when the call is left without one."""
 
-    __slots__ = ("attributes", "context", "finished", "run", "span", "started")
+    __slots__ = ("attributes", "context", "finished", "run", "span", "started", "token")
 
-    def __init__(
-        self, run: _RunTrace, model: Model, llm_context: LlmContext, options: StreamOptions
-    ) -> None:
+    def __init__(self, run: _RunTrace, request: ModelRequest) -> None:
+        model, llm_context, options = request.model, request.context, request.options
         self.run = run
+        self.token: object = None
         self.finished = False
         measured: dict[str, Any] = {
             OPERATION: "chat",
@@ -580,24 +552,24 @@ class _ModelCall:
         self.context = trace.set_span_in_context(self.span, run.context)
         self.started = time.perf_counter()
 
-    async def awaited(self, pending: Awaitable[Any]) -> Any:
-        """The stream function returned an awaitable: await it in the span's context."""
-        token = otel_context.attach(self.context)
-        try:
-            stream = await pending
-        except BaseException as exc:
-            self.raised(exc)
-            raise
-        finally:
-            otel_context.detach(token)
-        return self.wrap(stream)
+    def __enter__(self) -> None:
+        self.token = otel_context.attach(self.context)
 
-    def wrap(self, stream: Any) -> Any:
-        if not hasattr(stream, "__aiter__"):
-            # not a stream: the driver fails the run with its own text; the call failed too
-            self.failed("TypeError", f"the stream function returned {type(stream).__name__}")
-            return stream
-        return _TracedStream(self, stream)
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        token, self.token = self.token, None
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
+        if self.run.current_call is self:
+            self.run.current_call = None
+        if exc is not None:
+            self.raised(exc)
+        else:
+            self.closed()
 
     def _end(self, usage: tuple[int, int] | None) -> None:
         self.finished = True
@@ -632,8 +604,8 @@ class _ModelCall:
             self.failed(_type_name(exc), exc_text(exc))
 
     def closed(self) -> None:
-        """The driver closed the stream; before its terminal event, that is an abort or the
-        run stopping for another reason (a failure elsewhere)."""
+        """The driver left the call; before its terminal event, that is an abort or the run
+        stopping for another reason (a failure elsewhere)."""
         if self.finished:
             return
         if self.run.control.aborted:
@@ -681,82 +653,18 @@ class _ModelCall:
         self._end(counted)
 
 
-class _TracedStream:
-    """The stream a traced model call hands the driver: the stream function's own. The
-    ``chat`` span is made current (in the driver's task) when the stream is first read and
-    stays current until the stream is over: one attach and one detach per model call, nothing
-    per delta but this pass-through. The span ends at the terminal event, but its context is
-    left only once the stream has raised, run out or been closed by the driver (after the
-    source's own ``aclose``): a stream function that keeps a span of its own current across
-    its yields leaves it first, so the contexts are left in the order they were entered."""
-
-    __slots__ = ("_call", "_iterator", "_source", "_token")
-
-    def __init__(self, call: _ModelCall, source: Any) -> None:
-        self._call = call
-        self._source = source
-        self._iterator: Any = None
-        self._token: Any = None
-
-    def _enter(self) -> None:
-        if self._token is None and not self._call.finished:
-            self._token = otel_context.attach(self._call.context)
-
-    def _leave(self) -> None:
-        token, self._token = self._token, None
-        if token is not None:
-            otel_context.detach(token)
-
-    def __aiter__(self) -> _TracedStream:
-        self._enter()
-        try:
-            self._iterator = self._source.__aiter__()
-        except BaseException as exc:
-            self._leave()
-            self._call.raised(exc)
-            raise
-        return self
-
-    async def __anext__(self) -> Any:
-        if self._token is None:
-            self._enter()
-        try:
-            event = await self._iterator.__anext__()
-        except StopAsyncIteration:
-            self._leave()
-            self._call.failed(OTHER_ERROR, "Stream function ended without a done or error event")
-            raise
-        except BaseException as exc:
-            self._leave()
-            self._call.raised(exc)
-            raise
-        kind = type(event)
-        if kind is StreamDone:
-            self._call.done(event.message)
-        elif kind is StreamError:
-            self._call.done(event.error)
-        return event
-
-    async def aclose(self) -> None:
-        self._call.closed()
-        aclose = getattr(self._source, "aclose", None)
-        try:
-            if aclose is not None:
-                await aclose()
-        finally:
-            self._leave()
-
-
 # --- tool executions --------------------------------------------------------------------------
 
 
-class _ToolCall:
-    """One tool execution's ``execute_tool`` span."""
+class _ToolCall(AbstractContextManager[None]):
+    """One tool execution's ``execute_tool`` span, current while the tool runs."""
 
-    __slots__ = ("attributes", "context", "run", "span", "started")
+    __slots__ = ("attributes", "context", "ended", "run", "span", "started", "token")
 
     def __init__(self, run: _RunTrace, effect: ExecuteTool) -> None:
         self.run = run
+        self.ended = False
+        self.token: object = None
         name = effect.tool_call.name
         self.attributes: dict[str, Any] = {OPERATION: "execute_tool", TOOL_NAME: name}
         attributes = {**self.attributes, TOOL_CALL_ID: effect.tool_call.id, TOOL_TYPE: "function"}
@@ -770,7 +678,23 @@ class _ToolCall:
         self.context = trace.set_span_in_context(self.span, run.context)
         self.started = time.perf_counter()
 
+    def __enter__(self) -> None:
+        self.token = otel_context.attach(self.context)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        token, self.token = self.token, None
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
+        if exc is not None:
+            self.raised(exc)
+
     def _end(self) -> None:
+        self.ended = True
         self.span.end()
         self.run.inst.tool_duration.record(time.perf_counter() - self.started, self.attributes)
 
@@ -781,6 +705,8 @@ class _ToolCall:
     def raised(self, exc: BaseException) -> None:
         """The execution was cancelled (an abort, or the run's cancellation), or raised past
         the driver."""
+        if self.ended:
+            return
         if isinstance(exc, self.run.cancelled):
             self.span.set_attribute(ABORTED, True)
         else:
@@ -789,6 +715,8 @@ class _ToolCall:
         self._end()
 
     def finished(self, outcome: ToolFinished | None) -> None:
+        if self.ended:
+            return
         span = self.span
         if outcome is None:
             # no outcome: the run was stopping (the signal fired before the tool started, or

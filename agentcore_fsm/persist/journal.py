@@ -299,16 +299,9 @@ class JournaledLoopMachine(LoopMachine):
             return step
         if entry is not None:
             entry["clock"] = clock.readings
+            # the driver takes new entries from here after each step and writes them through
+            # the run's journal (agentcore_fsm.runtime.recording): feed calls nobody
             self.entries.append(entry)
-            on_entry = self.on_entry
-            if on_entry is not None:
-                try:
-                    on_entry(entry)
-                except Exception as exc:
-                    # the store refused (or failed): stop journaling; the driver ends the run
-                    # with this error (see journal_error)
-                    self.on_entry = None
-                    self.journal_error = exc
         return step
 
     @contextlib.contextmanager

@@ -51,6 +51,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -482,14 +483,32 @@ class MemoryRunStore:
     def append(
         self, run_id: str, seq: int, entry: dict[str, Any], *, owner: str, lease_s: float
     ) -> None:
-        text = _dumps(entry, run_id, f"entry {seq}")
+        self.append_many(run_id, seq, [entry], owner=owner, lease_s=lease_s)
+
+    def append_many(
+        self,
+        run_id: str,
+        seq: int,
+        entries: Sequence[dict[str, Any]],
+        *,
+        owner: str,
+        lease_s: float,
+        end_reason: str | None = None,
+    ) -> None:
+        """Append entries number ``seq``, ``seq + 1``, ... and renew the lease, all or none;
+        with ``end_reason``, mark the run finished too (as :meth:`finish`)."""
+        texts = [_dumps(e, run_id, f"entry {seq + i}") for i, e in enumerate(entries)]
+        if end_reason is not None:
+            _check_text(run_id, "end reason", end_reason)
         with self._lock:
             run = self._run(run_id)
             _check_owner(run_id, run.status, run.end_reason, run.owner, owner, "be appended to")
-            entries = run.entries
-            _check_seq(run_id, seq, len(entries))
-            entries.append(text)
+            _check_seq(run_id, seq, len(run.entries))
+            run.entries.extend(texts)
             run.lease_until = time.time() + lease_s
+            if end_reason is not None:
+                run.status, run.end_reason = "finished", end_reason
+                run.owner = run.lease_until = None
 
     def finish(self, run_id: str, end_reason: str, *, owner: str) -> None:
         _check_text(run_id, "end reason", end_reason)
@@ -856,7 +875,28 @@ class SqliteRunStore:
     def append(
         self, run_id: str, seq: int, entry: dict[str, Any], *, owner: str, lease_s: float
     ) -> None:
-        text = _dumps(entry, run_id, f"entry {seq}")
+        self.append_many(run_id, seq, [entry], owner=owner, lease_s=lease_s)
+
+    def append_many(
+        self,
+        run_id: str,
+        seq: int,
+        entries: Sequence[dict[str, Any]],
+        *,
+        owner: str,
+        lease_s: float,
+        end_reason: str | None = None,
+    ) -> None:
+        """Append entries number ``seq``, ``seq + 1``, ... and renew the lease, in one
+        transaction (all or none): what a journal writes when entries piled up. With
+        ``end_reason``, the same transaction marks the run finished (as :meth:`finish`)."""
+        rows = [
+            (run_id, seq + i, _dumps(e, run_id, f"entry {seq + i}")) for i, e in enumerate(entries)
+        ]
+        if end_reason is not None:
+            _check_text(run_id, "end reason", end_reason)
+        elif not rows:
+            return
         with self._lock:
             conn = self._live(run_id)
             try:
@@ -865,21 +905,26 @@ class SqliteRunStore:
                     row = conn.execute(_APPEND_STATE, (run_id,)).fetchone()
                     if row is None:
                         raise self._unknown(run_id)
-                    status, end_reason, holder, last = row
+                    status, reason, holder, last = row
                     if status != "running" or holder != owner:
-                        _check_owner(run_id, status, end_reason, holder, owner, "be appended to")
+                        _check_owner(run_id, status, reason, holder, owner, "be appended to")
                     count = 0 if last is None else last + 1
                     if seq != count:
                         _check_seq(run_id, seq, count)
-                    conn.execute(_INSERT, (run_id, seq, text))
-                    conn.execute(_RENEW, (time.time() + lease_s, run_id))
+                    conn.executemany(_INSERT, rows)
+                    if end_reason is None:
+                        conn.execute(_RENEW, (time.time() + lease_s, run_id))
+                    else:
+                        conn.execute(_FINISH, (end_reason, run_id))
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                raise self._error(exc, run_id, f"take entry {seq}") from exc
+                last = seq + len(rows) - 1
+                what = f"take entry {seq}" if last <= seq else f"take entries {seq} to {last}"
+                raise self._error(exc, run_id, what) from exc
             except UnicodeEncodeError:  # an id that cannot be stored names no run
                 raise self._unknown(run_id) from None
 

@@ -33,7 +33,7 @@ __all__ = ["ToolTasks", "on_trio"]
 
 logger = logging.getLogger("agentcore_fsm")
 
-TaskFn = Callable[[Any], Coroutine[Any, Any, None]]
+TaskFn = Callable[[Any], Coroutine[Any, Any, Any]]
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -95,6 +95,15 @@ class ToolTasks:
             scope = trio.CancelScope()
             self._cancel[key] = scope
             self._nursery.start_soon(_in_scope, scope, fn, arg)
+
+    def start(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Start ``fn()`` as a task of the run that :meth:`cancel_all` does not cancel (it must
+        return by itself: the run waits for it, as for the others)."""
+        loop = self._loop
+        if loop is not None:
+            self._started.append(loop.create_task(fn()))
+        else:
+            self._nursery.start_soon(fn)
 
     def cancel_all(self) -> None:
         """Cancel every task started so far, once: a task is never cancelled twice (on asyncio

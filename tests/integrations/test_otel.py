@@ -48,7 +48,9 @@ from agentcore_fsm.core.messages import Cost, ModelCost
 from agentcore_fsm.integrations import otel
 from agentcore_fsm.integrations.otel import DURATION_BUCKETS, TOKEN_BUCKETS, Instrumentation
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
-from agentcore_fsm.runtime import driver
+from agentcore_fsm.persist.store import MemoryRunStore
+from agentcore_fsm.runtime import observer
+from agentcore_fsm.runtime.resume import resume_run
 from tests.integrations.providers._provider_sse_server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.anyio
@@ -359,7 +361,8 @@ async def test_the_global_switch_traces_runs_and_the_agent(
     anyio_backend: str, telemetry: Telemetry
 ) -> None:
     otel.instrument(telemetry.tracer_provider, telemetry.meter_provider)
-    assert otel.get_instrumentation() is driver._instrumentation is not None
+    switched_on = otel.get_instrumentation()
+    assert switched_on is not None and switched_on in observer.registered_observers()
     user_tracer = telemetry.tracer_provider.get_tracer("the-app")
     with user_tracer.start_as_current_span("request"):
         await run_agent_loop(
@@ -396,6 +399,7 @@ async def test_the_global_switch_traces_runs_and_the_agent(
     )
     otel.uninstrument()
     assert otel.get_instrumentation() is None
+    assert switched_on not in observer.registered_observers(requested=True)
     await run_agent_loop(
         ["hi"],
         AgentContext(),
@@ -480,6 +484,92 @@ async def test_a_stream_function_s_own_spans_nest_under_its_model_call(
     )
     assert telemetry.tree() == [("invoke_agent", [model_call, model_call])]
     assert current == ["invoke_agent", "invoke_agent"]
+
+
+async def test_a_resumed_run_is_traced_like_a_fresh_one(
+    anyio_backend: str, telemetry: Telemetry
+) -> None:
+    tracer = telemetry.tracer_provider.get_tracer("the-tools")
+    ran: list[str] = []
+
+    async def lookup(call_id: str, params: Any, signal: Any, on_update: Any) -> Any:
+        ran.append(call_id)
+        with tracer.start_as_current_span("lookup's own work"):
+            await anyio.lowlevel.checkpoint()
+        return result("found")
+
+    tools = [AgentTool("lookup", "Look up.", OBJECT, lookup, idempotent=True)]
+    responses = [
+        faux_response(tool_calls=[faux_tool_call("lookup", id="c1")]),
+        faux_response("Found it."),
+    ]
+    store = MemoryRunStore()
+    await run_agent_loop(
+        ["look"],
+        AgentContext(tools=tools),
+        AgentLoopConfig(model=MODEL),
+        stream_fn=FauxProvider(responses),
+        store=store,
+        run_id="first",
+        instrument=False,
+    )
+    # the run as a crash during the tool left it: its start and first answer written
+    stored = store.load("first")
+    cut = MemoryRunStore()
+    cut.create_run("r", stored.header, session_id=None, owner="elsewhere:1:x", lease_s=-1.0)
+    for seq, entry in enumerate(stored.entries[:2]):
+        cut.append("r", seq, entry, owner="elsewhere:1:x", lease_s=-1.0)
+    assert [s.name for s in telemetry.spans()] == ["lookup's own work"]  # not traced
+    telemetry.spans_out.clear()
+    ran.clear()
+    messages = await resume_run(
+        "r",
+        cut,
+        AgentLoopConfig(model=MODEL),
+        tools=tools,
+        stream_fn=FauxProvider(responses[1:]),
+        instrument=telemetry.instrumentation(),
+    )
+    assert messages[-1].text() == "Found it." and ran == ["c1"]
+    assert telemetry.tree() == [
+        (
+            "invoke_agent",
+            [("chat faux-1", []), ("execute_tool lookup", [("lookup's own work", [])])],
+        )
+    ]
+    run = telemetry.span("invoke_agent")
+    attributes = dict(run.attributes or {})
+    assert attributes["agentcore_fsm.run.id"] == "r"
+    assert attributes[otel.RESUMED] is True
+    assert attributes["agentcore_fsm.run.end_reason"] == "completed"
+    assert status(run) == ("UNSET", None)
+    # the transitions taken from the resume point on (the journaled ones are the first run's)
+    assert transitions(run)[0][1:] == ("tools_settled", "executing", "turn_end")
+    assert [t[1:] for t in transitions(run)][-1] == (
+        "skip_follow_up_poll",
+        "awaiting_follow_up",
+        "stopped",
+    )
+    tool = telemetry.span("execute_tool lookup")
+    assert dict(tool.attributes or {})["gen_ai.tool.call.id"] == "c1"
+    assert [(a, n) for a, n, _ in telemetry.histogram("gen_ai.execute_tool.duration")] == [
+        ({**TOOL_OPERATION, "gen_ai.tool.name": "lookup"}, 1)
+    ]
+    # and the global switch traces a resumed run too
+    otel.instrument(telemetry.tracer_provider, telemetry.meter_provider)
+    again = MemoryRunStore()
+    again.create_run("r2", stored.header, session_id=None, owner="elsewhere:1:x", lease_s=-1.0)
+    for seq, entry in enumerate(stored.entries[:2]):
+        again.append("r2", seq, entry, owner="elsewhere:1:x", lease_s=-1.0)
+    await resume_run(
+        "r2",
+        again,
+        AgentLoopConfig(model=MODEL),
+        tools=tools,
+        stream_fn=FauxProvider(responses[1:]),
+    )
+    resumed = [s for s in telemetry.spans() if s.name == "invoke_agent"]
+    assert [dict(s.attributes or {})["agentcore_fsm.run.id"] for s in resumed] == ["r", "r2"]
 
 
 # --- failures -------------------------------------------------------------------------------
@@ -917,9 +1007,9 @@ async def test_content_is_recorded_when_asked(anyio_backend: str, telemetry: Tel
 
 
 async def test_tracing_off_installs_no_wrapper(anyio_backend: str, telemetry: Telemetry) -> None:
-    """Off, the driver is the plain one and calls the caller's own stream function and tool;
-    on, the traced driver and the wrapper are in between (so this test can tell)."""
-    callers: dict[str, list[str]] = {"stream": [], "driver": []}
+    """Off, the driver calls the caller's own stream function and tool directly; on, the
+    observer's wrappers are in between (so this test can tell)."""
+    callers: dict[str, list[str]] = {"stream": [], "tool": []}
     faux = FauxProvider(
         [faux_response(tool_calls=[faux_tool_call("probe", id="c1")]), faux_response("ok")] * 2
     )
@@ -929,11 +1019,10 @@ async def test_tracing_off_installs_no_wrapper(anyio_backend: str, telemetry: Te
         return faux(model, context, options)
 
     async def probe(call_id: str, params: Any, signal: Any, on_update: Any) -> Any:
-        frame = sys._getframe(1)
-        while "self" not in frame.f_locals:
-            assert frame.f_back is not None
-            frame = frame.f_back
-        callers["driver"].append(type(frame.f_locals["self"]).__name__)
+        # the tool's caller, and the task function that called it
+        caller = sys._getframe(1)
+        assert caller.f_back is not None
+        callers["tool"].append(f"{caller.f_back.f_code.co_name}>{caller.f_code.co_name}")
         return result("probed")
 
     async def one_run(instrument: Any) -> None:
@@ -947,12 +1036,19 @@ async def test_tracing_off_installs_no_wrapper(anyio_backend: str, telemetry: Te
 
     otel.instrument(telemetry.tracer_provider)  # the global switch is on, the run says no
     await one_run(False)
-    assert callers == {"stream": ["_call_model", "_call_model"], "driver": ["_Driver"]}
+    assert callers == {
+        "stream": ["_call_model", "_call_model"],
+        # started by the task machinery itself (trio's scope wrapper, asyncio's Task._run)
+        "tool": ["_in_scope>run_tool" if anyio_backend == "trio" else "_run>run_tool"],
+    }
     assert telemetry.spans() == []
     otel.uninstrument()
-    callers = {"stream": [], "driver": []}
+    callers = {"stream": [], "tool": []}
     await one_run(telemetry.instrumentation())
-    assert callers == {"stream": ["traced", "traced"], "driver": ["_TracedDriver"]}
+    assert callers == {
+        "stream": ["observed_stream_fn", "observed_stream_fn"],
+        "tool": ["observed_tool>run_tool"],
+    }
 
 
 def test_importing_and_running_untraced_loads_no_opentelemetry() -> None:

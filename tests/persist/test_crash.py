@@ -123,13 +123,20 @@ def test_a_run_killed_at_any_point_is_resumed_by_another_process(
     running_before = {c.call.id for c in machine._calls if c.state != "new"} - finished_before
     store.close()
 
-    # what the killed process's listener saw is the journal's steps (a prefix of them), plus at
-    # most an answer that was still streaming
+    # what the killed process's listener saw agrees with the journal's steps as far as both go
+    # (the journal is written by the run's writer, so the listener may have seen the steps of
+    # entries not yet written, and an answer still streaming: those the resumed run supersedes,
+    # docs/survive.md#what-is-durable-when)
     seen = [e for e in _events(first_events) if e.type != "message_update"]
     if seen and seen[-1].type == "message_start" and seen[-1].message.role == "assistant":
         if len(seen) > len(history) or _key(seen[-1]) != _key(history[len(seen) - 1]):
             seen.pop()
-    assert [_key(e) for e in seen] == [_key(e) for e in history[: len(seen)]]
+    both = min(len(seen), len(history))
+    assert [_key(e) for e in seen[:both]] == [_key(e) for e in history[:both]]
+    if point in ("tool:c1:before", "tool:c1:after", "parallel", "tool:c3:after"):
+        # killed inside a batch with a tool that is not idempotent, before any of its results
+        # came back: everything the listener saw, the batch's start included, was written first
+        assert len(seen) <= len(history), (len(seen), len(history))
 
     second = _worker("resume", str(db), str(effects), str(resumed_events), backend)
     assert second.returncode == 0, second.stdout + second.stderr[-3000:]

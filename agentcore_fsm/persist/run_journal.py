@@ -1,0 +1,231 @@
+"""The journal port: what a run's record is written through, and the journal of a run store.
+
+A journaled run's record is its **header** (written once, when the run is created) and its
+**entries** (one per input that changed the run, numbered from 0, appended in order, never
+rewritten). The driver (:func:`agentcore_fsm.runtime.driver.run_machine`) writes the record
+through a :class:`RunJournal`: it opens the journal before anything of the run happens, appends
+the entries the journaled machine made (grouped: all it holds, in one append, where durability
+matters), and closes it, with the last ones, when the run is over.
+
+:class:`RunJournal` is a protocol: a durable engine (a run store, DBOS, Temporal, a dict in a
+test) implements its three methods and subclasses nothing. :class:`StoreJournal` is the one for a
+:class:`~agentcore_fsm.persist.store.RunStore`. docs/ports.md shows how to write another one.
+
+What the driver guarantees a journal (docs/survive.md#what-is-durable-when):
+
+* ``open`` first, once; then ``append`` calls one at a time (never two at once), each with the
+  entries that follow the last ones given, in order; then ``close`` once, with the last entries
+  and how the run ended (also after a failed ``append``: then with no entries and ``None``);
+* before a tool that is not idempotent starts, or the run waits for an approval decision, every
+  entry that led there has been appended (the ``append`` that held it returned); before a model
+  call or a tool starts, so has every model answer and tool result before it; at the run's end,
+  ``close`` gets the rest;
+* a raise from ``open`` is raised out of the run before anything happened; a raise from
+  ``append`` ends the run as an error (``agent_end`` with reason ``"error"``, whose text names
+  the journal and the cause) and nothing more is appended; a raise from ``close`` is logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import anyio.to_thread
+
+from agentcore_fsm.persist.store import (
+    RunFinishedError,
+    RunStore,
+    StoredRun,
+    default_owner,
+)
+
+__all__ = ["DEFAULT_LEASE_S", "RunJournal", "StoreJournal"]
+
+DEFAULT_LEASE_S = 30.0
+"""The lease (seconds) a run store journal takes on its run, renewed by every append."""
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class RunJournal(Protocol):
+    """Where a journaled run's record is written (see the module's documentation for the
+    order of the calls and what the driver guarantees)."""
+
+    async def open(self, header: dict[str, Any]) -> int:
+        """Make the record ready before the run starts: a new run is created with ``header``
+        (a JSON object). Return how many entries the record already holds: 0 for a new run,
+        more for a run that is continued (resumed), whose record exists; the driver appends
+        from that number on."""
+        ...
+
+    async def append(self, seq: int, entries: Sequence[dict[str, Any]]) -> None:
+        """Append ``entries`` (JSON objects) as entries number ``seq``, ``seq + 1``, ...; once
+        this returns they are durable. Raise when they cannot be written: the run ends with
+        that error, and nothing more is appended."""
+        ...
+
+    async def close(
+        self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None
+    ) -> None:
+        """The run is over in this process: append its last ``entries`` (perhaps none) from
+        number ``seq`` on and end the record, in one step if the engine can. ``end_reason``:
+        the run finished (``"completed"``, ``"aborted"``, ...); ``None``: it stopped unfinished
+        (it waits for approvals, a failed append cut it, or the caller did) and the record
+        stays resumable."""
+        ...
+
+
+class StoreJournal:
+    """The journal of one run in a :class:`~agentcore_fsm.persist.store.RunStore`, held under a
+    lease (``owner``, ``lease_s``; see the store's documentation).
+
+    ``run_agent_loop(..., store=, run_id=)`` makes one for a new run; :meth:`take_over` makes
+    one for an existing run that is resumed. Each ``append`` writes all its entries in one store
+    transaction (the store's ``append_many``, which both stores have; one ``append`` per entry
+    for a store without it, or whose subclass overrides ``append`` alone), and ``close`` writes
+    the last ones and marks the run finished in one more. The driver groups the entries
+    (docs/survive.md#what-is-durable-when), so a run makes a few writes, not one per input. They
+    are made on the event loop (a write of a local SQLite file takes tens of microseconds);
+    ``threaded=True`` makes every store call in a worker thread instead, so that the loop never
+    waits on the store (a file shared by several processes, where a write may wait for another's
+    lock, or a slow disk), at the cost of a thread hop per call."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        run_id: str,
+        session_id: str | None = None,
+        *,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+        existing: int | None = None,
+        threaded: bool = False,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.session_id = session_id
+        self.owner = owner or default_owner()
+        self.lease_s = lease_s
+        self.existing = existing
+        """None for a new run (``open`` creates it), or how many entries an existing run
+        holds (its lease already taken by ``owner``)."""
+        self.threaded = threaded
+
+    def __str__(self) -> str:
+        return f"run {self.run_id!r} in {self.store!r}"
+
+    def __repr__(self) -> str:
+        return f"StoreJournal({self})"
+
+    @classmethod
+    async def take_over(
+        cls,
+        store: RunStore,
+        run_id: str,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        threaded: bool = False,
+    ) -> tuple[StoreJournal, StoredRun]:
+        """The journal of the existing, unfinished run ``run_id``, its lease taken, and the run
+        as stored once the lease is held. Raises the store's errors:
+        :class:`~agentcore_fsm.persist.store.UnknownRunError`,
+        :class:`~agentcore_fsm.persist.store.RunFinishedError` (a finished run: nothing to
+        resume), :class:`~agentcore_fsm.persist.store.RunOwnedError` (another live owner)."""
+        journal = cls(store, run_id, lease_s=lease_s, threaded=threaded)
+        owner = journal.owner
+        stored = await _call(threaded, store.load, run_id)
+        if stored.status == "finished":
+            raise RunFinishedError(
+                f"run {run_id!r} has finished ({stored.end_reason}); there is nothing to resume"
+            )
+        await _call(threaded, _acquire, store, run_id, owner, lease_s)
+        try:
+            # read again under the lease: what another owner wrote meanwhile counts
+            stored = await _call(threaded, store.load, run_id)
+        except BaseException:
+            await _call(threaded, store.release, run_id, owner)
+            raise
+        journal.session_id = stored.session_id
+        journal.existing = len(stored.entries)
+        return journal, stored
+
+    def _create(self, header: dict[str, Any]) -> None:
+        self.store.create_run(
+            self.run_id,
+            header,
+            session_id=self.session_id,
+            owner=self.owner,
+            lease_s=self.lease_s,
+        )
+
+    def _append(self, seq: int, entries: Sequence[dict[str, Any]]) -> None:
+        store, run_id, owner, lease_s = self.store, self.run_id, self.owner, self.lease_s
+        append_many = _append_many(store)
+        if append_many is not None:
+            append_many(run_id, seq, entries, owner=owner, lease_s=lease_s)
+            return
+        for offset, entry in enumerate(entries):  # a store that appends one entry at a time
+            store.append(run_id, seq + offset, entry, owner=owner, lease_s=lease_s)
+
+    def _close(self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None) -> None:
+        store, run_id, owner = self.store, self.run_id, self.owner
+        append_many = _append_many(store)
+        if append_many is not None and end_reason is not None:
+            # the last entries and the end in one transaction
+            append_many(
+                run_id, seq, entries, owner=owner, lease_s=self.lease_s, end_reason=end_reason
+            )
+            return
+        if entries:
+            self._append(seq, entries)
+        if end_reason is not None:
+            store.finish(run_id, end_reason, owner=owner)
+        else:
+            store.release(run_id, owner)
+
+    async def open(self, header: dict[str, Any]) -> int:
+        """Create the run with ``header`` (a new run) and return 0, or return how many
+        entries the existing run holds."""
+        if self.existing is not None:
+            return self.existing
+        await _call(self.threaded, self._create, header)
+        self.existing = 0
+        return 0
+
+    async def append(self, seq: int, entries: Sequence[dict[str, Any]]) -> None:
+        """Append ``entries`` from number ``seq`` on, in one store transaction."""
+        await _call(self.threaded, self._append, seq, entries)
+
+    async def close(
+        self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None
+    ) -> None:
+        """Append the last ``entries`` and mark the run finished (``end_reason``), in one store
+        transaction; or append them and give up the run's lease (``None``)."""
+        await _call(self.threaded, self._close, seq, entries, end_reason)
+
+
+async def _call(threaded: bool, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, in a worker thread when ``threaded``."""
+    if threaded:
+        return await anyio.to_thread.run_sync(fn, *args)
+    return fn(*args)
+
+
+def _append_many(store: RunStore) -> Callable[..., None] | None:
+    """The store's ``append_many`` (several entries, and perhaps the end, in one transaction),
+    unless it has none, or a subclass overrides ``append`` alone: then every entry goes through
+    that ``append``, as the subclass expects."""
+    cls = type(store)
+    if getattr(cls, "append_many", None) is None:
+        return None
+    defines_many = next(c for c in cls.__mro__ if "append_many" in vars(c))
+    defines_append = next((c for c in cls.__mro__ if "append" in vars(c)), defines_many)
+    if defines_append is not defines_many and issubclass(defines_append, defines_many):
+        return None
+    append_many: Callable[..., None] = getattr(store, "append_many")  # noqa: B009
+    return append_many
+
+
+def _acquire(store: RunStore, run_id: str, owner: str, lease_s: float) -> None:
+    store.acquire(run_id, owner, lease_s=lease_s)
