@@ -240,7 +240,7 @@ def test_the_scan_sees_the_docs_and_the_code() -> None:
         "docs/reference.md",
         "agentcore_fsm/core/machine.py",
         "states/agent_loop.toml",
-        "tests/test_doc_links.py",
+        "tests/package/test_doc_links.py",
         "diagrams/README.md",
     ):
         assert expected in names
