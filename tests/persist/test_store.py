@@ -309,6 +309,64 @@ def test_a_closed_store_refuses_to_work(store: Any) -> None:
     store.close()  # twice is fine
 
 
+def test_a_group_of_entries_is_appended_all_or_none(store: Any) -> None:
+    store.create_run("r1", {}, session_id=None, owner=ME, lease_s=1)
+    store.append_many("r1", 0, [{"n": 0}, {"n": 1}, {"n": 2}], owner=ME, lease_s=100)
+    assert store.load("r1").lease_until > time.time() + 50  # renewed
+    with pytest.raises(JournalConflictError, match="entry 2"):
+        store.append_many("r1", 2, [{"n": 2}, {"n": 3}], owner=ME, lease_s=30)
+    with pytest.raises(RunStoreError, match="entry 4"):  # the second one is not JSON
+        store.append_many("r1", 3, [{"n": 3}, {"n": object()}], owner=ME, lease_s=30)
+    with pytest.raises(LeaseLostError):
+        store.append_many("r1", 3, [{"n": 3}], owner=ALSO_ME, lease_s=30)
+    store.append_many("r1", 3, [], owner=ME, lease_s=30)  # nothing to write
+    assert store.load("r1").entries == [{"n": 0}, {"n": 1}, {"n": 2}]
+    # the last group and the end, in one step
+    store.append_many("r1", 3, [{"n": 3}], owner=ME, lease_s=30, end_reason="completed")
+    run = store.load("r1")
+    assert run.entries[-1] == {"n": 3} and run.status == "finished"
+    assert (run.end_reason, run.owner, run.lease_until) == ("completed", None, None)
+    with pytest.raises(RunFinishedError):
+        store.append_many("r1", 4, [{"n": 4}], owner=ME, lease_s=30)
+    store.create_run("r2", {}, session_id=None, owner=ME, lease_s=30)
+    with pytest.raises(RunStoreError, match="end reason"):
+        store.append_many("r2", 0, [{"n": 0}], owner=ME, lease_s=30, end_reason="e\ud800")
+    assert store.load("r2").entries == [] and store.load("r2").status == "running"
+    store.append_many("r2", 0, [], owner=ME, lease_s=30, end_reason="aborted")  # the end alone
+    assert store.load("r2").end_reason == "aborted"
+
+
+def test_a_store_journal_writes_groups_and_respects_a_subclass_s_append(tmp_path: Path) -> None:
+    """StoreJournal appends a group in one transaction (``append_many``); a store subclass that
+    overrides ``append`` alone still sees every entry through it."""
+    import anyio
+
+    from agentcore_fsm.persist.run_journal import StoreJournal
+
+    class Counting(SqliteRunStore):
+        appended: list[int]
+
+        def append(self, run_id: str, seq: int, entry: Any, **kwargs: Any) -> None:
+            self.appended.append(seq)
+            super().append(run_id, seq, entry, **kwargs)
+
+    async def write(store: Any) -> None:
+        journal = StoreJournal(store, "r", owner=ME)
+        assert await journal.open({"h": 1}) == 0
+        await journal.append(0, [{"n": 0}, {"n": 1}])
+        await journal.close(2, [{"n": 2}], "completed")
+
+    with Counting(tmp_path / "a.db") as counting:
+        counting.appended = []
+        anyio.run(write, counting)
+        assert counting.appended == [0, 1, 2]  # one by one, through its own append
+        assert counting.load("r").status == "finished"
+    with SqliteRunStore(tmp_path / "b.db") as plain:
+        anyio.run(write, plain)
+        run = plain.load("r")
+        assert run.entries == [{"n": 0}, {"n": 1}, {"n": 2}] and run.end_reason == "completed"
+
+
 def test_default_owner_names_this_host_and_process() -> None:
     host, pid, nonce = default_owner().rsplit(":", 2)
     assert host == HERE and pid == str(os.getpid()) and len(nonce) == 8
