@@ -43,6 +43,9 @@ class Journaled(Protocol):
 
     header: dict[str, Any]
     entries: list[dict[str, Any]]
+    journal_error: Exception | None
+    """Set when an input could not be made an entry (e.g. a custom message of no registered
+    type): the machine stopped journaling there."""
 
 
 class JournalWriteError(Exception):
@@ -89,8 +92,11 @@ class Recorder:
 
     def take(self) -> None:
         """Take the entries the machine made since the last call (to be written)."""
-        entries = self.machine.entries
+        machine = self.machine
+        entries = machine.entries
         count = len(entries)
+        if machine.journal_error is not None and self.error is None:
+            self._failed(machine.journal_error)  # an input the record cannot hold: stop here
         if count != self.taken:
             if self.error is None:
                 self._pending.extend(entries[self.taken : count])
