@@ -1,0 +1,498 @@
+"""The SQLite run store: :class:`SqliteRunStore` (one file, standard library only, shareable by
+several processes). Its rules are those of :mod:`agentcore_fsm.persist.store`; what this module
+adds is the schema, its versions and the transactions."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from agentcore_fsm.persist.store_rules import (
+    RunExistsError,
+    RunInfo,
+    RunStoreError,
+    StoredRun,
+    StoreFormatError,
+    UnknownRunError,
+    check_acquire,
+    check_owner,
+    check_run_id,
+    check_seq,
+    check_session_acquire,
+    check_session_names,
+    check_text,
+    dumps,
+    loads,
+    status_of,
+)
+
+__all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SqliteRunStore"]
+
+SCHEMA_VERSION = 2
+"""The version of the SQLite schema this code writes (kept in ``PRAGMA user_version``). Version
+1 had no ``sessions`` table; a version-1 file is upgraded when it is opened."""
+
+BUSY_TIMEOUT_MS = 5000
+"""How long a SQLite store waits for another connection's write lock before failing."""
+
+
+# --- SQLite ---------------------------------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE runs (
+    run_id      TEXT PRIMARY KEY NOT NULL,
+    session_id  TEXT,
+    header      TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    end_reason  TEXT,
+    owner       TEXT,
+    lease_until REAL,
+    created     REAL NOT NULL,
+    ord         INTEGER NOT NULL UNIQUE
+);
+CREATE INDEX runs_by_session ON runs (session_id, created, ord);
+CREATE INDEX runs_by_created ON runs (created, ord);
+CREATE TABLE entries (
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    seq    INTEGER NOT NULL,
+    data   TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE sessions (
+    session_id  TEXT PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
+    lease_until REAL NOT NULL
+);
+"""
+
+# what upgrades a file of schema version N to N + 1
+_UPGRADES = {
+    1: """
+CREATE TABLE sessions (
+    session_id  TEXT PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
+    lease_until REAL NOT NULL
+);
+""",
+}
+
+_OUR_TABLES = frozenset({"runs", "entries"})
+
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+
+_CREATE = (
+    "INSERT INTO runs (run_id, session_id, header, status, owner, lease_until, created, ord) "
+    "VALUES (?, ?, ?, 'running', ?, ?, ?, (SELECT COALESCE(MAX(ord), 0) + 1 FROM runs))"
+)
+_STATE = "SELECT status, end_reason, owner, lease_until FROM runs WHERE run_id = ?"
+_APPEND_STATE = (
+    "SELECT status, end_reason, owner, (SELECT MAX(seq) FROM entries WHERE run_id = ?1) "
+    "FROM runs WHERE run_id = ?1"
+)
+_INSERT = "INSERT INTO entries (run_id, seq, data) VALUES (?, ?, ?)"
+_RENEW = "UPDATE runs SET lease_until = ? WHERE run_id = ?"
+_LEASE = "UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?"
+_FINISH = (
+    "UPDATE runs SET status = 'finished', end_reason = ?, owner = NULL, lease_until = NULL "
+    "WHERE run_id = ?"
+)
+_RELEASE = "UPDATE runs SET owner = NULL, lease_until = NULL WHERE run_id = ? AND owner = ?"
+_LOAD_RUN = (
+    "SELECT session_id, header, status, end_reason, owner, lease_until, created "
+    "FROM runs WHERE run_id = ?"
+)
+_LOAD_ENTRIES = "SELECT seq, data FROM entries WHERE run_id = ? ORDER BY seq"
+_SESSION = "SELECT owner, lease_until FROM sessions WHERE session_id = ?"
+_LEASE_SESSION = (
+    "INSERT INTO sessions (session_id, owner, lease_until) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT (session_id) DO UPDATE SET owner = ?2, lease_until = ?3"
+)
+_RELEASE_SESSION = "DELETE FROM sessions WHERE session_id = ? AND owner = ?"
+_LIST = (
+    "SELECT r.run_id, r.session_id, r.status, r.end_reason, r.created, "
+    "(SELECT COALESCE(MAX(e.seq) + 1, 0) FROM entries e WHERE e.run_id = r.run_id) "
+    "FROM runs r {where} ORDER BY r.created, r.ord"
+)
+
+
+class SqliteRunStore:
+    """A run store in one SQLite file (standard library only), shared safely by several
+    processes and threads. The file and its schema are created when missing. See the module's
+    documentation for the durability this gives.
+
+    Raises :class:`StoreFormatError` (naming the path) for a file that is not a SQLite
+    database, is corrupt, holds another application's tables, or was written by a newer
+    version of this schema; :class:`RunStoreError` for a file that cannot be opened."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        """The store's file."""
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise RunStoreError(f"the run store {self.path!r} cannot be opened: {exc}") from None
+        try:
+            self._open(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _open(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if self._check_schema(conn):  # our schema is there already
+                self._tune(conn)
+                return
+            self._tune(conn)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # another process may have created (or upgraded) it since we looked
+                if not self._check_schema(conn):
+                    version = conn.execute("PRAGMA user_version").fetchone()[0]
+                    script = (
+                        _SCHEMA
+                        if version == 0
+                        else "".join(_UPGRADES[v] for v in range(version, SCHEMA_VERSION))
+                    )
+                    for statement in script.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise self._error(exc, None, "be opened") from exc
+
+    @staticmethod
+    def _tune(conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _check_schema(self, conn: sqlite3.Connection) -> bool:
+        """True when the file holds our schema, False when it is empty or holds an older
+        version of it (to upgrade); raise for anything else."""
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+        if version > SCHEMA_VERSION:
+            raise StoreFormatError(
+                f"the run store {self.path!r} was written by a newer version of agentcore_fsm "
+                f"(its schema version is {version}, this version reads up to {SCHEMA_VERSION}); "
+                f"upgrade agentcore_fsm to open it"
+            )
+        if version == 0 and not tables:
+            return False
+        if version == SCHEMA_VERSION and _OUR_TABLES <= tables:
+            return True
+        if 1 <= version < SCHEMA_VERSION and _OUR_TABLES <= tables:
+            return False  # an older schema of ours: upgraded in place
+        raise StoreFormatError(
+            f"{self.path!r} is a SQLite database but not a run store (schema version {version}, "
+            f"tables: {', '.join(sorted(tables)) or 'none'}); use a new file for the run store"
+        )
+
+    def _error(self, exc: sqlite3.Error, run_id: str | None, what: str) -> RunStoreError:
+        """A store error for a SQLite error met while the run (or the store) could not
+        ``what``."""
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        subject = f"the run store {self.path!r}"
+        if run_id is not None:
+            subject = f"run {run_id!r} in {subject}"
+        if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+            return StoreFormatError(
+                f"{subject} cannot {what}: the file is not a SQLite database or is corrupt ({exc})"
+            )
+        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return RunStoreError(
+                f"{subject} cannot {what}: the file stayed locked by another connection for "
+                f"more than {BUSY_TIMEOUT_MS / 1000:g} s ({exc})"
+            )
+        return RunStoreError(f"{subject} cannot {what}: {exc}")
+
+    def _live(self, run_id: str | None) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            subject = f"run {run_id!r}: the" if run_id else "the"
+            raise RunStoreError(f"{subject} run store {self.path!r} has been closed")
+        return conn
+
+    def _unknown(self, run_id: str) -> UnknownRunError:
+        return UnknownRunError(f"there is no run {run_id!r} in the run store {self.path!r}")
+
+    def __repr__(self) -> str:
+        return f"SqliteRunStore({self.path!r})"
+
+    def __enter__(self) -> SqliteRunStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- the operations ---------------------------------------------------------------------
+
+    def create_run(
+        self,
+        run_id: str,
+        header: dict[str, Any],
+        *,
+        session_id: str | None,
+        owner: str,
+        lease_s: float,
+    ) -> None:
+        check_run_id(run_id)
+        check_text(run_id, "session id", session_id, optional=True)
+        check_text(run_id, "owner", owner)
+        text = dumps(header, run_id, "header")
+        with self._lock:
+            conn = self._live(run_id)
+            now = time.time()
+            try:
+                conn.execute(_CREATE, (run_id, session_id, text, owner, now + lease_s, now))
+            except sqlite3.IntegrityError:
+                raise RunExistsError(
+                    f"run {run_id!r} already exists in the run store {self.path!r}; a run is "
+                    f"never overwritten"
+                ) from None
+            except sqlite3.Error as exc:
+                raise self._error(exc, run_id, "be created") from exc
+
+    def acquire(self, run_id: str, owner: str, *, lease_s: float) -> None:
+        check_text(run_id, "owner", owner)
+        with self._lock:
+            conn = self._live(run_id)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = conn.execute(_STATE, (run_id,)).fetchone()
+                    if row is None:
+                        raise self._unknown(run_id)
+                    now = time.time()
+                    check_acquire(run_id, row[0], row[1], row[2], row[3], owner, now)
+                    conn.execute(_LEASE, (owner, now + lease_s, run_id))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise self._error(exc, run_id, "be leased") from exc
+            except UnicodeEncodeError:  # an id that cannot be stored names no run
+                raise self._unknown(run_id) from None
+
+    def append(
+        self, run_id: str, seq: int, entry: dict[str, Any], *, owner: str, lease_s: float
+    ) -> None:
+        self.append_many(run_id, seq, [entry], owner=owner, lease_s=lease_s)
+
+    def append_many(
+        self,
+        run_id: str,
+        seq: int,
+        entries: Sequence[dict[str, Any]],
+        *,
+        owner: str,
+        lease_s: float,
+        end_reason: str | None = None,
+    ) -> None:
+        """Append entries number ``seq``, ``seq + 1``, ... and renew the lease, in one
+        transaction (all or none): what a journal writes when entries piled up. With
+        ``end_reason``, the same transaction marks the run finished (as :meth:`finish`)."""
+        rows = [
+            (run_id, seq + i, dumps(e, run_id, f"entry {seq + i}")) for i, e in enumerate(entries)
+        ]
+        if end_reason is not None:
+            check_text(run_id, "end reason", end_reason)
+        elif not rows:
+            return
+        with self._lock:
+            conn = self._live(run_id)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = conn.execute(_APPEND_STATE, (run_id,)).fetchone()
+                    if row is None:
+                        raise self._unknown(run_id)
+                    status, reason, holder, last = row
+                    if status != "running" or holder != owner:
+                        check_owner(run_id, status, reason, holder, owner, "be appended to")
+                    count = 0 if last is None else last + 1
+                    if seq != count:
+                        check_seq(run_id, seq, count)
+                    conn.executemany(_INSERT, rows)
+                    if end_reason is None:
+                        conn.execute(_RENEW, (time.time() + lease_s, run_id))
+                    else:
+                        conn.execute(_FINISH, (end_reason, run_id))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                last = seq + len(rows) - 1
+                what = f"take entry {seq}" if last <= seq else f"take entries {seq} to {last}"
+                raise self._error(exc, run_id, what) from exc
+            except UnicodeEncodeError:  # an id that cannot be stored names no run
+                raise self._unknown(run_id) from None
+
+    def finish(self, run_id: str, end_reason: str, *, owner: str) -> None:
+        check_text(run_id, "end reason", end_reason)
+        with self._lock:
+            conn = self._live(run_id)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = conn.execute(_STATE, (run_id,)).fetchone()
+                    if row is None:
+                        raise self._unknown(run_id)
+                    check_owner(run_id, row[0], row[1], row[2], owner, "be finished")
+                    conn.execute(_FINISH, (end_reason, run_id))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise self._error(exc, run_id, "be finished") from exc
+            except UnicodeEncodeError:  # an id that cannot be stored names no run
+                raise self._unknown(run_id) from None
+
+    def release(self, run_id: str, owner: str) -> None:
+        with self._lock:
+            conn = self._live(run_id)
+            try:
+                conn.execute(_RELEASE, (run_id, owner))
+            except sqlite3.Error as exc:
+                raise self._error(exc, run_id, "be released") from exc
+            except UnicodeEncodeError:  # no such run or owner: nothing to release
+                pass
+
+    def load(self, run_id: str) -> StoredRun:
+        with self._lock:
+            conn = self._live(run_id)
+            try:
+                conn.execute("BEGIN")  # one snapshot for the run and its entries
+                try:
+                    row = conn.execute(_LOAD_RUN, (run_id,)).fetchone()
+                    rows = conn.execute(_LOAD_ENTRIES, (run_id,)).fetchall() if row else []
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._error(exc, run_id, "be loaded") from exc
+            except UnicodeEncodeError:  # an id that cannot be stored names no run
+                raise self._unknown(run_id) from None
+        if row is None:
+            raise self._unknown(run_id)
+        where = f"run {run_id!r} in the run store {self.path!r}"
+        entries: list[dict[str, Any]] = []
+        for i, (seq, data) in enumerate(rows):
+            if seq != i:
+                raise StoreFormatError(f"{where} is missing entry {i} (the next one is {seq})")
+            entries.append(loads(data, f"entry {seq} of {where}"))
+        session_id, header, status, end_reason, owner, lease_until, created = row
+        return StoredRun(
+            run_id=run_id,
+            session_id=session_id,
+            header=loads(header, f"the header of {where}"),
+            entries=entries,
+            status=status_of(status, where),
+            end_reason=end_reason,
+            owner=owner,
+            lease_until=lease_until,
+            created=created,
+        )
+
+    def runs(self, session_id: str | None = None) -> list[RunInfo]:
+        with self._lock:
+            conn = self._live(None)
+            try:
+                if session_id is None:
+                    rows = conn.execute(_LIST.format(where="")).fetchall()
+                else:
+                    sql = _LIST.format(where="WHERE r.session_id = ?")
+                    rows = conn.execute(sql, (session_id,)).fetchall()
+            except sqlite3.Error as exc:
+                raise self._error(exc, None, "list its runs") from exc
+            except UnicodeEncodeError:  # a session id that cannot be stored has no runs
+                return []
+        return [
+            RunInfo(
+                run_id,
+                sid,
+                status_of(status, f"run {run_id!r} in the run store {self.path!r}"),
+                end_reason,
+                created,
+                count,
+            )
+            for run_id, sid, status, end_reason, created, count in rows
+        ]
+
+    def acquire_session(self, session_id: str, owner: str, *, lease_s: float) -> None:
+        check_session_names(session_id, owner)
+        with self._lock:
+            conn = self._live(None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = conn.execute(_SESSION, (session_id,)).fetchone()
+                    now = time.time()
+                    holder, until = row if row is not None else (None, None)
+                    check_session_acquire(session_id, holder, until, owner, now)
+                    conn.execute(_LEASE_SESSION, (session_id, owner, now + lease_s))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise RunStoreError(
+                    f"session {session_id!r} in the run store {self.path!r} cannot be leased: {exc}"
+                ) from exc
+
+    def release_session(self, session_id: str, owner: str) -> None:
+        with self._lock:
+            conn = self._live(None)
+            try:
+                conn.execute(_RELEASE_SESSION, (session_id, owner))
+            except sqlite3.Error as exc:
+                raise RunStoreError(
+                    f"session {session_id!r} in the run store {self.path!r} cannot be "
+                    f"released: {exc}"
+                ) from exc
+            except UnicodeEncodeError:  # no such session or owner: nothing to release
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
