@@ -1,20 +1,126 @@
-"""``agentcore-fsm worker``: a process that runs durable runs from a DBOS queue (see
-:func:`agentcore_fsm.integrations.dbos.worker_main` and docs/durable.md). Needs the ``dbos``
-extra."""
+"""``agentcore-fsm worker``: a process that runs durable runs from a DBOS queue
+(docs/durable.md). Needs the ``dbos`` extra, imported when the command runs."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import importlib
+import os
+import signal as signals
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+
+class _AppError(Exception):
+    """``--app`` names nothing usable (the text says what is wrong)."""
+
+
+def _load_app(spec: str) -> list[Any]:
+    from agentcore_fsm.integrations.dbos import DurableAgent
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise _AppError(f"--app must be module:function, not {spec!r}")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _AppError(f"--app {spec}: cannot import {module_name!r}: {exc}") from None
+    target: Any = getattr(module, attr, None)
+    if target is None:
+        raise _AppError(f"--app {spec}: module {module_name!r} has no {attr!r}")
+    value = target() if callable(target) and not isinstance(target, DurableAgent) else target
+    agents = [value] if isinstance(value, DurableAgent) else value
+    if not isinstance(agents, (list, tuple)) or not all(
+        isinstance(agent, DurableAgent) for agent in agents
+    ):
+        raise _AppError(f"--app {spec} gave {value!r}, not a DurableAgent or a list of them")
+    return list(agents)
+
+
+def _rate(text: str) -> tuple[int, float]:
+    """``--model-rate LIMIT/SECONDS``: a positive whole number of calls per positive period."""
+    limit, _, period = text.partition("/")
+    try:
+        calls, seconds = int(limit), float(period or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected LIMIT/SECONDS (e.g. 20/1), not {text!r}"
+        ) from None
+    if calls < 1 or not seconds > 0:
+        raise argparse.ArgumentTypeError(f"LIMIT and SECONDS must be positive, not {text!r}")
+    return calls, seconds
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``agentcore-fsm worker``: consume a queue of durable runs until SIGTERM or SIGINT."""
     try:
-        from agentcore_fsm.integrations.dbos import worker_main
+        from agentcore_fsm.integrations import dbos
     except ImportError as exc:  # the extra is not installed
         print(
             f"agentcore-fsm worker needs the dbos extra (pip install 'agentcore-fsm[dbos]'): {exc}",
             file=sys.stderr,
         )
         return 2
-    return worker_main(argv)
+    parser = argparse.ArgumentParser(
+        prog="agentcore-fsm worker", description="Run durable agent runs from a DBOS queue."
+    )
+    parser.add_argument("--app", required=True, help="module:function giving DurableAgent(s)")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("AGENTCORE_DBOS_URL"),
+        help="the DBOS system database (sqlite:///file or postgresql://...)",
+    )
+    parser.add_argument(
+        "--queue", default=dbos.RUNS_QUEUE, help=f"the queue (default {dbos.RUNS_QUEUE})"
+    )
+    parser.add_argument("--executor-id", help="this worker's id (give each worker its own)")
+    parser.add_argument("--concurrency", type=_positive, help="runs at once over all workers")
+    parser.add_argument("--worker-concurrency", type=_positive, help="runs at once in this worker")
+    parser.add_argument("--model-rate", type=_rate, help="model calls per period: LIMIT/SECONDS")
+    parser.add_argument(
+        "--polling-interval", type=float, default=0.2, help="seconds between queue polls"
+    )
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    if not args.database_url:
+        parser.error("--database-url (or AGENTCORE_DBOS_URL) is required")
+    try:
+        agents = _load_app(args.app)
+    except _AppError as exc:
+        parser.error(str(exc))
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signals.SIGTERM, signals.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await dbos.launch(
+            args.database_url,
+            agents=agents,
+            executor_id=args.executor_id,
+            queue=args.queue,
+            concurrency=args.concurrency,
+            worker_concurrency=args.worker_concurrency,
+            model_rate_limit=args.model_rate,
+            polling_interval_s=args.polling_interval,
+        )
+        print(f"worker {args.executor_id or 'local'} consuming {args.queue}", flush=True)
+        try:
+            await stop.wait()
+        finally:
+            dbos.shutdown()
+
+    asyncio.run(serve())
+    return 0
