@@ -32,9 +32,11 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio.to_thread
 
+from agentcore_fsm.core.messages import clip
 from agentcore_fsm.persist.store import (
     RunFinishedError,
     RunStore,
+    RunStoreError,
     StoredRun,
     default_owner,
 )
@@ -151,38 +153,56 @@ class StoreJournal:
         return journal, stored
 
     def _create(self, header: dict[str, Any]) -> None:
-        self.store.create_run(
-            self.run_id,
-            header,
-            session_id=self.session_id,
-            owner=self.owner,
-            lease_s=self.lease_s,
+        self._done(
+            "create_run",
+            self.store.create_run(
+                self.run_id,
+                header,
+                session_id=self.session_id,
+                owner=self.owner,
+                lease_s=self.lease_s,
+            ),
         )
+
+    def _done(self, method: str, answer: Any) -> None:
+        """A store's write answers None; anything else is a broken store, whose write cannot
+        be trusted to have happened: the run's journal fails (the run ends with it)."""
+        if answer is not None:
+            raise RunStoreError(
+                f"{self}: the store's {method} answered {type(answer).__name__} "
+                f"{clip(repr(answer), 60)}; a run store's write answers None, so the write "
+                f"cannot be trusted"
+            )
 
     def _append(self, seq: int, entries: Sequence[dict[str, Any]]) -> None:
         store, run_id, owner, lease_s = self.store, self.run_id, self.owner, self.lease_s
         append_many = _append_many(store)
         if append_many is not None:
-            append_many(run_id, seq, entries, owner=owner, lease_s=lease_s)
+            self._done(
+                "append_many", append_many(run_id, seq, entries, owner=owner, lease_s=lease_s)
+            )
             return
         for offset, entry in enumerate(entries):  # a store that appends one entry at a time
-            store.append(run_id, seq + offset, entry, owner=owner, lease_s=lease_s)
+            self._done(
+                "append", store.append(run_id, seq + offset, entry, owner=owner, lease_s=lease_s)
+            )
 
     def _close(self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None) -> None:
         store, run_id, owner = self.store, self.run_id, self.owner
         append_many = _append_many(store)
         if append_many is not None and end_reason is not None:
             # the last entries and the end in one transaction
-            append_many(
+            answer = append_many(
                 run_id, seq, entries, owner=owner, lease_s=self.lease_s, end_reason=end_reason
             )
+            self._done("append_many", answer)
             return
         if entries:
             self._append(seq, entries)
         if end_reason is not None:
-            store.finish(run_id, end_reason, owner=owner)
+            self._done("finish", store.finish(run_id, end_reason, owner=owner))
         else:
-            store.release(run_id, owner)
+            self._done("release", store.release(run_id, owner))
 
     async def open(self, header: dict[str, Any]) -> int:
         """Create the run with ``header`` (a new run) and return 0, or return how many
