@@ -155,7 +155,7 @@ class StoreJournal:
     def _create(self, header: dict[str, Any]) -> None:
         self._done(
             "create_run",
-            self.store.create_run(
+            self._writes().create_run(
                 self.run_id,
                 header,
                 session_id=self.session_id,
@@ -163,6 +163,10 @@ class StoreJournal:
                 lease_s=self.lease_s,
             ),
         )
+
+    def _writes(self) -> Any:
+        """The store, typed loosely: its writes' answers are checked (see :meth:`_done`)."""
+        return self.store
 
     def _done(self, method: str, answer: Any) -> None:
         """A store's write answers None; anything else is a broken store, whose write cannot
@@ -184,7 +188,8 @@ class StoreJournal:
             return
         for offset, entry in enumerate(entries):  # a store that appends one entry at a time
             self._done(
-                "append", store.append(run_id, seq + offset, entry, owner=owner, lease_s=lease_s)
+                "append",
+                self._writes().append(run_id, seq + offset, entry, owner=owner, lease_s=lease_s),
             )
 
     def _close(self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None) -> None:
@@ -200,9 +205,9 @@ class StoreJournal:
         if entries:
             self._append(seq, entries)
         if end_reason is not None:
-            self._done("finish", store.finish(run_id, end_reason, owner=owner))
+            self._done("finish", self._writes().finish(run_id, end_reason, owner=owner))
         else:
-            self._done("release", store.release(run_id, owner))
+            self._done("release", self._writes().release(run_id, owner))
 
     async def open(self, header: dict[str, Any]) -> int:
         """Create the run with ``header`` (a new run) and return 0, or return how many
