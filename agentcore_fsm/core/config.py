@@ -187,9 +187,15 @@ def stream_options(
     """The :class:`StreamOptions` of one model call: ``options`` (a run's config) with the
     call's ``signal``, its ``api_key`` if one was obtained, and its current ``reasoning``.
     The options were checked when they were set: they are copied without checking again."""
-    made = StreamOptions(signal=signal)
+    # built without the dataclass __init__, whose every field assignment would be checked
+    # again on each model call: the hot path pays for the checks once, when the options are set
+    made = object.__new__(StreamOptions)
+    put = object.__setattr__
     for name in MODEL_CALL_OPTIONS:
-        object.__setattr__(made, name, getattr(options, name))
+        put(made, name, getattr(options, name))
+    if signal is not None and not isinstance(signal, AbortSignal):
+        made.signal = signal  # raises: the check's error names the field
+    put(made, "signal", signal)
     if api_key:
         made.api_key = api_key
     made.reasoning = reasoning
