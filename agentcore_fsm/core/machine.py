@@ -404,6 +404,7 @@ class LoopMachine(LoopActions):
             raise self._bad_input("hook_returned", f"hook_returned: unknown hook {name!r}")
         c = self._call_in("hook_returned", input.index, _STATE_OF_CALL_HOOK[name], name)
         if name == "before_tool_call":
+            terminate = False
             try:
                 before = check_before_result(input.value)
             except InvalidValueError as exc:
@@ -416,7 +417,8 @@ class LoopMachine(LoopActions):
                     )
                     c.before_returned(None, reason)
                     return self._after_call_input("hook_returned")
-            c.before_returned(blocked)
+                terminate = blocked is not None and before is not None and before.terminate is True
+            c.before_returned(blocked, terminate=terminate)
         else:
             assert c.result is not None
             try:
@@ -543,7 +545,7 @@ class LoopMachine(LoopActions):
         self._failure = error
         if aborted:
             self._aborted = True
-        self._polled = []
+        # messages a poll returned for the next turn stay: the failure closes a turn they join
         self.fire("fail")
         return self._take_step()
 

@@ -129,6 +129,7 @@ class ToolCallMachine(DeclaredMachine):
         self.args: Any = None  # the validated arguments
         self._validated: bool | None = None
         self.rejection: str | None = None  # why the call ended before running
+        self.rejection_terminates = False  # before_tool_call blocked it with terminate=True
         self.prepare_error: BaseException | None = None
         self.result: AgentToolResult | None = None
         self.is_error = False
@@ -158,10 +159,13 @@ class ToolCallMachine(DeclaredMachine):
             self._validated = None
         self.fire("arguments_prepared")
 
-    def before_returned(self, blocked: str | None, approval: str | None = None) -> None:
+    def before_returned(
+        self, blocked: str | None, approval: str | None = None, *, terminate: bool = False
+    ) -> None:
         """``blocked``: the rejection text; ``approval``: the hook asked for approval, with
-        this reason."""
+        this reason; ``terminate``: the block's result counts as terminating."""
         self.rejection = blocked
+        self.rejection_terminates = terminate and blocked is not None
         if approval is not None and blocked is None:
             self.approval_asked, self.approval_reason = True, approval
         self.fire("before_returned")
@@ -282,7 +286,10 @@ class ToolCallMachine(DeclaredMachine):
         )
 
     def _emit_rejected_end(self) -> None:
-        self._end(error_result(self.rejection or "Tool execution was blocked"), True)
+        result = error_result(self.rejection or "Tool execution was blocked")
+        if self.rejection_terminates:
+            result.terminate = True
+        self._end(result, True)
 
     def _emit_end(self) -> None:
         assert self.result is not None

@@ -129,22 +129,25 @@ class AgentTool:
 
 class BeforeToolCallResult(BaseModel):
     """What ``before_tool_call`` may return: ``block=True`` stops the call, which then gets an
-    error result with ``reason`` (or "Tool execution was blocked"); ``require_approval=True``
-    makes the call wait for approval, ``reason`` saying why (see
-    docs/reference.md#approval-of-tool-calls)."""
+    error result with ``reason`` (or "Tool execution was blocked"), and ``terminate=True`` with
+    it makes that result count as terminating (a batch whose every result terminates ends the
+    run); ``require_approval=True`` makes the call wait for approval, ``reason`` saying why
+    (see docs/reference.md#approval-of-tool-calls). A field it does not have is refused, never
+    dropped."""
 
-    model_config = ConfigDict(defer_build=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     block: bool = False
     reason: str | None = None
+    terminate: bool | None = None
     require_approval: bool = False
 
 
 class AfterToolCallResult(BaseModel):
     """What ``after_tool_call`` may return: every field that is not None replaces that part of
-    the tool's result."""
+    the tool's result. A field it does not have is refused, never dropped."""
 
-    model_config = ConfigDict(defer_build=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     content: list[ToolResultContent] | None = None
     details: Any = None

@@ -49,6 +49,16 @@ class _Record(Protocol):
 
 
 @dataclass(frozen=True)
+class _Redrawn:
+    """A recorded transition put on the transition of this declaration that goes its way."""
+
+    index: int
+    trigger: str
+    source: str
+    dest: str
+
+
+@dataclass(frozen=True)
 class RunView:
     """What a run adds to a diagram of its machine (build it with :func:`run_view`).
 
@@ -158,11 +168,17 @@ def run_view(
             raise ValueError(f"{where}: {decl.name!r} declares no transition #{rec.index}")
         spec = decl.transitions[rec.index]
         if spec.trigger != rec.trigger or spec.dest != rec.dest or rec.source not in spec.source:
-            declared = f"{spec.trigger}: {'|'.join(spec.source)} -> {spec.dest}"
-            raise ValueError(
-                f"{where} does not match {decl.name!r} transition #{rec.index} ({declared}); "
-                "was it recorded with another version of the declaration?"
-            )
+            # recorded by a release whose declaration numbered its transitions otherwise: drawn
+            # on the first declared transition that goes the same way, if there is one
+            same = _same_way(decl, rec)
+            if same is None:
+                declared = f"{spec.trigger}: {'|'.join(spec.source)} -> {spec.dest}"
+                raise ValueError(
+                    f"{where} does not match {decl.name!r} transition #{rec.index} "
+                    f"({declared}), and no transition of this declaration goes that way; was "
+                    "it recorded with another version of the declaration?"
+                )
+            rec = records[n] = _Redrawn(same, rec.trigger, rec.source, rec.dest)
         if previous is not None and rec.source != previous:
             if not (previous == decl.final and rec.source == decl.initial):
                 raise ValueError(f"{where} does not start where the previous ended ({previous})")
@@ -464,3 +480,12 @@ STATE_COLOURS = {
 }
 """A run view's state classes: fill, border and border width. ``warned``: the final or current
 state of a run that ended well (or goes on) despite tool errors."""
+
+
+def _same_way(decl: Declaration, rec: _Record) -> int | None:
+    """The index of the first transition of ``decl`` taken by ``rec.trigger`` from
+    ``rec.source`` to ``rec.dest``; None when there is none."""
+    for spec in decl.transitions:
+        if spec.trigger == rec.trigger and spec.dest == rec.dest and rec.source in spec.source:
+            return spec.index
+    return None

@@ -45,8 +45,16 @@ LOOP = "agent_loop"
 # the states whose failure the replay reproduces by having the component there raise; any other
 # failure (a listener that raised) is raised from the replay's emit
 COMPONENT_STATES = frozenset(
-    {"streaming", "awaiting_steering", "awaiting_follow_up", "preparing_next_turn", "deciding_stop"}
+    {
+        "streaming",
+        "awaiting_steering",
+        "awaiting_steering_again",
+        "awaiting_follow_up",
+        "preparing_next_turn",
+        "deciding_stop",
+    }
 )
+STEERING_STATES = ("awaiting_steering", "awaiting_steering_again")
 FINAL_ERRORS = ("error", "aborted")
 UNSET: Any = object()
 
@@ -296,6 +304,17 @@ class _Builder:
             return message.error_message
         return "replayed failure"
 
+    def _injecting(self, j: int, t1: int) -> int:
+        """The transition that injected the messages of the poll taken at transition ``j``:
+        that one, or, when ``prepare_next_turn`` ran before the turn they joined, the one that
+        left ``preparing_next_turn``."""
+        if self.transitions[j].dest != "preparing_next_turn":
+            return j
+        for k in range(j + 1, t1):
+            if self.transitions[k].source == "preparing_next_turn":
+                return k
+        return j
+
     def _spec(self, j: int) -> TransitionSpec | None:
         """The declared transition that transition ``j`` took."""
         index = self.transitions[j].index
@@ -430,7 +449,7 @@ class _Builder:
         decided = e1  # where the run's end was decided (its abort or failure)
         for j in range(t0, t1):
             t = transitions[j]
-            if t.source == "awaiting_steering" and t.trigger != "skip_steering_poll":
+            if t.source in STEERING_STATES and t.trigger != "skip_steering_poll":
                 polls_steering = True
             if t.source == "awaiting_follow_up" and t.trigger != "skip_follow_up_poll":
                 polls_follow_up = True
@@ -446,7 +465,7 @@ class _Builder:
                 text = self._failure_text(j, e1)
                 after_abort = "failed_after_abort" in self._guards(j)
                 failure = Outcome(error=text, abort=after_abort)
-                if t.source == "awaiting_steering":
+                if t.source in STEERING_STATES:
                     steering.append(failure)
                 elif t.source == "awaiting_follow_up":
                     follow_up.append(failure)
@@ -458,11 +477,13 @@ class _Builder:
                     script.fail_at = (self.e_before[j], text, after_abort)
             elif t.trigger in ("steering_polled", "follow_up_polled"):
                 aborted = "poll_aborted" in self._guards(j)
-                spec = self._spec(j)
+                k = self._injecting(j, t1)
+                spec = self._spec(k)
+                closed = aborted or self.transitions[k].trigger in ("abort", "fail")
                 injected = (
                     [
                         _replayable(m, self.notes)
-                        for m in self._injected(self._window(j, t1, e1), aborted)
+                        for m in self._injected(self._window(k, t1, e1), closed)
                     ]
                     if spec is not None and "injected_messages" in spec.emits
                     else []

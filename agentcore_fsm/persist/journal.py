@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, get_args
 
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentcore_fsm.core.boundary import exc_text, pydantic_problems
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig
+from agentcore_fsm.core.declaration import Declaration, load_declaration
 from agentcore_fsm.core.declared import MachineError
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import AssistantMessage, Model, ThinkingLevel, now_ms
@@ -61,7 +63,9 @@ __all__ = [
     "JournaledError",
     "JournaledLoopMachine",
     "RunSnapshot",
+    "current_declaration_hash",
     "declaration_hash",
+    "declarations_hash",
     "decode_message",
     "derive_run",
     "encode_message",
@@ -132,12 +136,38 @@ class RunSnapshot(BaseModel):
 
 
 def declaration_hash(machine: LoopMachine) -> str:
-    """A hash of the declarations a loop machine runs (the loop's and the tool call's)."""
+    """A hash of the declarations a loop machine runs (the loop's and the tool call's): see
+    :func:`declarations_hash`."""
+    return declarations_hash(machine.declaration, machine.call_declaration)
+
+
+def current_declaration_hash() -> str:
+    """The :func:`declaration_hash` of the machines this version runs (``states/``)."""
+    return declarations_hash(load_declaration("agent_loop"), load_declaration("tool_call"))
+
+
+def declarations_hash(*declarations: Declaration) -> str:
+    """A hash of what decides the machines' path — states and their effects, inputs,
+    transitions with their guards, emits and reasons, in order — and not of the prose (docs,
+    comments), so that a release that only rewords a declaration still resumes and re-derives
+    the runs of the one before. A run recorded under another hash is read as it was recorded,
+    never fed again (docs/record.md)."""
     digest = hashlib.sha256()
-    for decl in (machine.declaration, machine.call_declaration):
-        digest.update(decl.name.encode())
-        digest.update(b"\0")
-        digest.update(decl.source_text.encode("utf-8", "surrogatepass"))
+    for decl in declarations:
+        shape: list[Any] = [
+            decl.name,
+            decl.initial,
+            decl.final,
+            [[s.name, s.effect] for s in decl.states.values()],
+            [[i.name, i.kind, list(i.states), list(i.offers)] for i in decl.inputs.values()],
+            sorted(decl.guards),
+            sorted(decl.emits),
+            [
+                [t.trigger, t.source, t.dest, t.guards, t.unless, t.emits, t.auto, t.reason]
+                for t in decl.transitions
+            ],
+        ]
+        digest.update(json.dumps(shape, separators=(",", ":")).encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
 

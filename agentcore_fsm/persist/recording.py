@@ -50,7 +50,12 @@ from agentcore_fsm.core.machine import TransitionRecord
 from agentcore_fsm.core.messages import clip
 from agentcore_fsm.persist import json_text
 from agentcore_fsm.persist.codec import RecordError
-from agentcore_fsm.persist.journal import JournalError, RunSnapshot, derive_run
+from agentcore_fsm.persist.journal import (
+    JournalError,
+    RunSnapshot,
+    current_declaration_hash,
+    derive_run,
+)
 
 __all__ = [
     "RUN_FORMAT",
@@ -584,9 +589,15 @@ class _Reader:
             raise RunFileError(f"{self.path}: empty file, not a run recording")
         run.records = list(self.records.values())
         run.warnings = self.warnings
-        if not run.records:
-            run.order = [(None if k == "event" else k, i) for k, i in self.sequence]
-            run.times = list(self.times)
+        if not run.records or self.recorded_elsewhere(run):
+            # the lines as recorded: events and transitions (a record's lines have no place)
+            kept = [
+                (item, t)
+                for item, t in zip(self.sequence, self.times, strict=True)
+                if item[0] not in ("header", "input", "end")
+            ]
+            run.order = [(None if item[0] == "event" else item[0], item[1]) for item, _ in kept]
+            run.times = [t for _, t in kept]
             return run
         derived = {record.run_id: self.derive(record) for record in run.records}
         self.check_transitions(run, derived)
@@ -620,6 +631,35 @@ class _Reader:
         run.machines[LOOP] = loop
         run.order, run.times = order, times
         return run
+
+    def recorded_elsewhere(self, run: RecordedRun) -> bool:
+        """Whether a run of the recording was made by a release whose machines differ (another
+        declaration hash): its inputs cannot be fed to this version's machine, so the file is
+        read as it was recorded — its transition and event lines — with a warning; a file that
+        holds only the inputs of such a run is refused."""
+        current = current_declaration_hash()
+        for record in run.records:
+            recorded = record.header.get("declaration_hash")
+            if recorded == current:
+                continue
+            where = f"{self.path}:{record.header_line}"
+            if not run.events and not run.machines.get(LOOP):
+                raise RunFileError(
+                    f"{where}: run {record.run_id!r} was recorded by a release whose machines "
+                    f"differ (declaration hash {recorded}; this version runs {current}), and "
+                    f"the recording holds only its inputs, which this version cannot feed "
+                    f"again",
+                    run_id=record.run_id,
+                )
+            warning = (
+                f"{where}: run {record.run_id!r} was recorded by a release whose machines "
+                f"differ (declaration hash {recorded}; this version runs {current}): its "
+                f"transitions and events are read as recorded, not derived from its inputs"
+            )
+            self.warnings.append(warning)
+            logger.warning("%s", warning)
+            return True
+        return False
 
     def derive(self, record: RunRecord) -> Any:
         try:

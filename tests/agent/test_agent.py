@@ -295,13 +295,12 @@ async def test_options_and_hooks_reach_the_loop() -> None:
         "get_api_key:prov",
         "before:c1",
         "after:c1",
-        "prepare_next_turn",
         "should_stop_after_turn",
+        "prepare_next_turn",  # another turn follows: prepared right before it
         "transform_context",
         "convert_to_llm",
         "get_api_key:prov",
-        "prepare_next_turn",
-        "should_stop_after_turn",
+        "should_stop_after_turn",  # the last turn: no prepare_next_turn after it
     ]
     assert all(s is listener_signals[0] for s in [*signals, *listener_signals])
     _, context, options = script.calls[0]

@@ -481,6 +481,11 @@ def test_a_failing_after_hook_and_a_failing_turn_hook() -> None:
     step = m.hook_failed(ValueError("after failed"), 0)
     assert names(step)[0] == "tool_execution_end:c1:error"
     assert names(step)[-1] == "turn_end"
+    (closing,) = step.effects
+    assert isinstance(closing, Proceed) and m.state == "closing_turn"
+    # another turn follows the batch: prepare_next_turn runs right before it
+    step = m.proceed()
+    assert names(step) == []
     (turn_hook,) = step.effects
     assert isinstance(turn_hook, CallHook) and turn_hook.name == "prepare_next_turn"
     assert turn_hook.index is None
@@ -556,16 +561,16 @@ def test_an_input_the_state_does_not_accept_names_the_state_and_the_accepted_inp
 
 
 def test_proceed_is_refused_unless_the_machine_asked_for_it() -> None:
-    m = machine(prepare_next_turn=lambda ctx, signal: None)
+    m = machine(should_stop_after_turn=lambda ctx, signal: False)
     started(m)
     step = m.stream_event(StreamDone(reason="stop", message=assistant(TextContent(text="x"))))
     assert isinstance(step.effects[0], CallHook)
     with pytest.raises(
-        MachineInputError, match="'proceeded' is not accepted in state 'preparing_next_turn'"
+        MachineInputError, match="'proceeded' is not accepted in state 'deciding_stop'"
     ):
         m.proceed()
-    assert m.state == "preparing_next_turn"
-    assert names(m.hook_returned(None)) == ["agent_end:completed"]
+    assert m.state == "deciding_stop"
+    assert names(m.hook_returned(False)) == ["agent_end:completed"]
 
 
 def test_a_tool_result_for_a_call_that_is_not_running_is_refused() -> None:

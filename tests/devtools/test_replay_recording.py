@@ -421,7 +421,8 @@ async def test_turn_hooks_replay(tmp_path: Path) -> None:
         prepare_next_turn=lambda ctx, signal: None,
         should_stop_after_turn=lambda ctx, signal: decisions.pop(0),
     )
-    assert run.end_reason == "stopped" and triggers(run).count("next_turn_prepared") == 2
+    # prepare_next_turn runs once: before the second turn, never after the last one
+    assert run.end_reason == "stopped" and triggers(run).count("next_turn_prepared") == 1
     await identical(path)
     script = replay_script(path).runs[0]
     assert script.should_stop_after_turn is not None

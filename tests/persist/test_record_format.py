@@ -4,8 +4,10 @@ inputs again; the files written by earlier releases still read; a torn last line
 with a warning, anything else is refused with its line (and column, for a JSON error).
 
 tests/fixtures/record_v1.jsonl was written by the release before the run's record was in the
-recording (events and transitions only), record_v2.jsonl by this one (make_records.py writes
-them): every later release must read both."""
+recording (events and transitions only), record_v2.jsonl by the next one, and
+record_v2_turn_order.jsonl by the release that changed the turn-end order (make_records.py writes
+them): every later release must read them all. A run recorded with other machines (another
+declaration hash) is read as recorded, never fed again."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from agentcore_fsm.devtools.diagrams import view_of_recording
 from agentcore_fsm.devtools.replay import replay_run
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 from agentcore_fsm.persist.codec import RecordError
-from agentcore_fsm.persist.journal import JournaledLoopMachine, derive_run
+from agentcore_fsm.persist.journal import JournaledLoopMachine, JournalError, derive_run
 from agentcore_fsm.persist.recorder import RunFileError, RunRecorder, load_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -154,7 +156,7 @@ async def test_a_damaged_input_line_is_refused_naming_its_line_and_entry(tmp_pat
 def test_a_torn_last_line_is_skipped_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    text = (FIXTURES / "record_v2.jsonl").read_text(encoding="utf-8")
+    text = (FIXTURES / "record_v2_turn_order.jsonl").read_text(encoding="utf-8")
     lines = text.splitlines()
     torn = tmp_path / "torn.jsonl"
     torn.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:25], encoding="utf-8")
@@ -180,20 +182,56 @@ def test_a_torn_last_line_is_skipped_with_a_warning(
         load_run(ended)
 
 
-def test_the_version_2_fixture_reads(tmp_path: Path) -> None:
-    run = load_run(FIXTURES / "record_v2.jsonl")
+def _reads_as_written(run: Any) -> None:
     (record,) = run.records
     assert record.run_id == "run-1" and record.end_reason == "completed"
-    assert run.end_reason == "completed" and run.warnings == []
+    assert run.end_reason == "completed"
     assert run.tool_errors == ["add: no threes today"]
     assert run.transitions and run.transitions[0] == TransitionRecord(
         0, "start", "idle", "awaiting_steering"
     )
+
+
+def test_the_version_2_fixture_reads_as_recorded() -> None:
+    """record_v2.jsonl was written before the turn-end order of docs/reference.md#between-turns
+    changed the loop's declaration: its transitions and events are read as recorded (with a
+    warning naming both declaration hashes), and its inputs are never fed to this machine."""
+    path = FIXTURES / "record_v2.jsonl"
+    run = load_run(path)
+    _reads_as_written(run)
+    (warning,) = run.warnings
+    assert "declaration hash 00498a9a746feaef" in warning and "read as recorded" in warning
+    assert [t.dest for t in run.transitions].count("preparing_next_turn") == 0
+    steering = [e.message for e in run.events if e.type == "message_end"][4]
+    assert steering.content[0].text == "also: be brief \ud83d\ude00"  # two code points, kept
+    with pytest.raises(JournalError, match="declaration 'agent_loop' \\(hash 00498a9a746feaef\\)"):
+        derive_run(run.records[0].snapshot(), run_id="run-1")
+    _, view = view_of_recording(path)
+    assert view.outcome == "completed" and len(view.path) == len(run.transitions)
+
+
+def test_a_recording_of_inputs_only_from_other_machines_is_refused(tmp_path: Path) -> None:
+    lines = (FIXTURES / "record_v2.jsonl").read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if json.loads(line)["kind"] not in ("event", "transition")]
+    path = tmp_path / "inputs.jsonl"
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    with pytest.raises(RunFileError, match=r"inputs.jsonl:2: run 'run-1' was recorded by a "):
+        load_run(path)
+
+
+def test_the_turn_order_fixture_reads_and_derives(tmp_path: Path) -> None:
+    """record_v2_turn_order.jsonl: written by the release of this declaration (make_records.py);
+    a later release that changes the machines moves it to the test above and writes its own."""
+    path = FIXTURES / "record_v2_turn_order.jsonl"
+    run = load_run(path)
+    _reads_as_written(run)
+    assert run.warnings == []
+    (record,) = run.records
     derived = derive_run(record.snapshot(), run_id="run-1")
     assert derived.transitions == run.transitions and derived.machine.finished
     steering = [m for m in derived.machine.new_messages if m.role == "user"][1]
     assert steering.content[0].text == "also: be brief \ud83d\ude00"  # two code points, kept
-    _, view = view_of_recording(FIXTURES / "record_v2.jsonl")
+    _, view = view_of_recording(path)
     assert view.outcome == "completed" and len(view.path) == len(run.transitions)
 
 

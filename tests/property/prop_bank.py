@@ -91,6 +91,27 @@ BANK: dict[str, Scenario] = {
         responses=(tools(CallPlan(tool=MISSING_TOOL)), DONE), prepare=("high", "none")
     ),
     "steering_after_tools": Scenario(responses=(tools(CALL), DONE), steering=((), (), ())),
+    # should_stop_after_turn right after a turn that ended without running a tool
+    "truncated_then_stop": Scenario(
+        responses=(tools(CALL, stop="length"), DONE), should_stop=(True,)
+    ),
+    "only_immediate_errors_then_stop": Scenario(
+        responses=(tools(CallPlan(tool=MISSING_TOOL)), DONE), should_stop=(True,)
+    ),
+    "approval_every_call_denied_then_stop": Scenario(
+        responses=(tools(CallPlan(tool=ASK_TOOL, decision="deny")), DONE),
+        approver=False,
+        should_stop=(True,),
+    ),
+    "steering_after_tools_prepared_for": Scenario(
+        responses=(tools(CALL), DONE), steering=((), (), ("user",)), prepare=("high",)
+    ),
+    "steering_after_a_text_turn_prepared_for": Scenario(
+        responses=(DONE, DONE), steering=((), ("user", "note")), prepare=("model",)
+    ),
+    "follow_up_prepared_for": Scenario(
+        responses=(DONE, DONE), follow_up=(("user",),), prepare=("off",)
+    ),
     "terminate_then_empty_follow_up": Scenario(
         responses=(tools(CallPlan(plan=ToolPlan(terminate=True))), DONE), follow_up=((),)
     ),
@@ -235,7 +256,29 @@ BANK: dict[str, Scenario] = {
         responses=(DONE,), follow_up=((),), faults=(Fault("follow_up", 0, "abort"),)
     ),
     "abort_after_turn": Scenario(
-        responses=(DONE,), prepare=("none",), faults=(Fault("prepare", 0, "abort"),)
+        responses=(tools(CALL), DONE), prepare=("none",), faults=(Fault("prepare", 0, "abort"),)
+    ),
+    "abort_in_prepare_while_steering_waits": Scenario(
+        responses=(DONE, DONE),
+        steering=((), ("user",)),
+        prepare=("none",),
+        faults=(Fault("prepare", 0, "abort"),),
+    ),
+    "abort_in_the_second_steering_poll": Scenario(
+        responses=(tools(CALL), DONE),
+        steering=((), (), ()),
+        faults=(Fault("steering", 2, "abort"),),
+    ),
+    "abort_in_the_second_async_steering_poll": Scenario(
+        responses=(tools(CALL), DONE),
+        steering=((), (), ()),
+        async_hooks=True,
+        faults=(Fault("steering", 2, "abort"),),
+    ),
+    "second_steering_poll_steers_as_the_signal_fires": Scenario(
+        responses=(tools(CALL), DONE),
+        steering=((), (), ("user",)),
+        faults=(Fault("steering", 2, "abort"),),
     ),
     "abort_in_should_stop_hook": Scenario(
         responses=(DONE,), should_stop=(False,), faults=(Fault("should_stop", 0, "abort"),)
@@ -278,7 +321,27 @@ BANK: dict[str, Scenario] = {
     ),
     # --- failures ----------------------------------------------------------------------
     "fail_in_prepare_hook": Scenario(
-        responses=(DONE,), prepare=("none",), faults=(Fault("prepare", 0),)
+        responses=(tools(CALL), DONE), prepare=("none",), faults=(Fault("prepare", 0),)
+    ),
+    "fail_in_prepare_while_a_follow_up_waits": Scenario(
+        responses=(DONE, DONE),
+        follow_up=(("user", "note"),),
+        prepare=("none",),
+        faults=(Fault("prepare", 0),),
+    ),
+    "abort_then_fail_in_prepare_while_steering_waits": Scenario(
+        responses=(DONE, DONE),
+        steering=((), ("user",)),
+        prepare=("none",),
+        faults=(Fault("prepare", 0, "abort_raise"),),
+    ),
+    "fail_in_the_second_steering_poll": Scenario(
+        responses=(tools(CALL), DONE), steering=((), (), ()), faults=(Fault("steering", 2),)
+    ),
+    "abort_then_fail_in_the_second_steering_poll": Scenario(
+        responses=(tools(CALL), DONE),
+        steering=((), (), ()),
+        faults=(Fault("steering", 2, "abort_raise"),),
     ),
     "abort_then_fail_in_transform": Scenario(
         responses=(DONE,), faults=(Fault("transform", 0, "abort_raise"),)
@@ -293,7 +356,9 @@ BANK: dict[str, Scenario] = {
         responses=(DONE,), follow_up=((),), faults=(Fault("follow_up", 0, "abort_raise"),)
     ),
     "abort_then_fail_in_prepare_hook": Scenario(
-        responses=(DONE,), prepare=("none",), faults=(Fault("prepare", 0, "abort_raise"),)
+        responses=(tools(CALL), DONE),
+        prepare=("none",),
+        faults=(Fault("prepare", 0, "abort_raise"),),
     ),
     "abort_then_fail_in_should_stop": Scenario(
         responses=(DONE,), should_stop=(False,), faults=(Fault("should_stop", 0, "abort_raise"),)

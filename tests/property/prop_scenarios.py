@@ -719,6 +719,9 @@ class ExpectedRun:
     messages: list[Any]  # descriptors, see describe()
     reason: str
     model_calls: list[tuple[str, str | None, str | None]]  # (model id, reasoning, api key)
+    # the loop's own calls, in order: "steering", "follow_up" (polls), "model", "prepare",
+    # "should_stop" (only the configured ones)
+    trace: list[str] = field(default_factory=list)
 
 
 def describe(message: Any) -> tuple[Any, ...]:
@@ -752,63 +755,70 @@ def expected_run(sc: Scenario) -> ExpectedRun:
     calls: list[tuple[str, str | None, str | None]] = []
     model, reasoning = MODEL.id, "low"
     polls = {"steering": 0, "follow_up": 0}
+    trace: list[str] = []
 
     def poll(name: str) -> list[tuple[Any, ...]]:
         script = sc.steering if name == "steering" else sc.follow_up
         if script is None:
             return []
+        trace.append(name)
         n = polls[name]
         polls[name] += 1
         kinds = script[n] if n < len(script) else ()
         return _polled_descriptors(kinds, f"{'steer' if name == 'steering' else 'follow'} {n}")
 
     out += poll("steering")
-    turn = 0
+    turn = prepared = 0
     while True:
         k = len(calls)
         key = ("dynamic" if k % 2 == 0 else None) if sc.api_key_hook else None
         calls.append((model, reasoning, key or "static"))
+        trace.append("model")
         if k >= len(sc.responses):
             empty = [TextContent(text="").model_dump()]
             out.append(("assistant", model, "error", EXHAUSTED, empty))
-            return ExpectedRun(out, "error", calls)
+            return ExpectedRun(out, "error", calls, trace)
         plan = sc.responses[k]
         message = assistant_for(k, plan)
         blocks = [b.model_dump() for b in message.content]
         stop = plan.stop_reason
         out.append(("assistant", model, stop, message.error_message, blocks))
         if stop in ("error", "aborted"):
-            return ExpectedRun(out, stop, calls)
+            return ExpectedRun(out, stop, calls, trace)
         results = [expected_result_with(sc, k, i) for i in range(len(plan.calls))]
         for i, (call, result) in enumerate(zip(plan.calls, results, strict=True)):
             out.append(("toolResult", call_id(k, i), call.tool, result, result.is_error))
         had_calls = bool(plan.calls)
         terminated = had_calls and stop != "length" and all(r.terminate for r in results)
-        if sc.prepare is not None and turn < len(sc.prepare):
-            change = sc.prepare[turn]
+        # after turn_end: should_stop_after_turn, the steering poll, the follow-up poll; and
+        # only when another turn follows: prepare_next_turn, steering once more (when the
+        # turn follows from the batch and the poll returned nothing), turn_start
+        stop_now = (
+            sc.should_stop is not None and turn < len(sc.should_stop) and sc.should_stop[turn]
+        )
+        if sc.should_stop is not None:
+            trace.append("should_stop")
+        turn += 1
+        if stop_now:
+            return ExpectedRun(out, "stopped", calls, trace)
+        injected = poll("steering")
+        if not injected and not (had_calls and not terminated):
+            injected = poll("follow_up")
+            if not injected:
+                return ExpectedRun(out, "stopped" if terminated else "completed", calls, trace)
+        if sc.prepare is not None:
+            trace.append("prepare")
+            change = sc.prepare[prepared] if prepared < len(sc.prepare) else "none"
+            prepared += 1
             if change == "high":
                 reasoning = "high"
             elif change == "off":
                 reasoning = None
             elif change == "model":
                 model = OTHER_MODEL.id
-        stop_now = (
-            sc.should_stop is not None and turn < len(sc.should_stop) and sc.should_stop[turn]
-        )
-        turn += 1
-        if stop_now:
-            return ExpectedRun(out, "stopped", calls)
-        injected = poll("steering")
-        if injected:
-            out += injected
-            continue
-        if had_calls and not terminated:
-            continue
-        injected = poll("follow_up")
-        if injected:
-            out += injected
-            continue
-        return ExpectedRun(out, "stopped" if terminated else "completed", calls)
+        if not injected:
+            injected = poll("steering")
+        out += injected
 
 
 def matches(actual: tuple[Any, ...], expected: tuple[Any, ...]) -> bool:
@@ -888,6 +898,7 @@ class Harness:
         self.failure_mark: int | None = None
         self.problems: list[str] = []
         self.polled_out: list[Any] = []  # every message a poll returned
+        self.trace: list[str] = []  # the loop's own calls, as ExpectedRun.trace names them
         self.counters: Counter[str] = Counter()
         self.model_calls: list[ModelCall] = []
         self.late: dict[str, Callable[[AgentToolResult], None]] = {}
@@ -1031,6 +1042,7 @@ class Harness:
 
     def poll(self, name: str) -> list[Any]:
         self.entering(f"{name} poll")
+        self.trace.append(name)
         n = self.fault(name)
         script = self.sc.steering if name == "steering" else self.sc.follow_up
         assert script is not None
@@ -1042,6 +1054,7 @@ class Harness:
 
     def prepare_next_turn(self, ctx: Any, signal: Any) -> Any:
         self.entering("prepare_next_turn")
+        self.trace.append("prepare")
         self._check_turn_context(ctx, "prepare_next_turn")
         n = self.fault("prepare")
         assert self.sc.prepare is not None
@@ -1061,6 +1074,7 @@ class Harness:
 
     def should_stop_after_turn(self, ctx: Any, signal: Any) -> bool:
         self.entering("should_stop_after_turn")
+        self.trace.append("should_stop")
         self._check_turn_context(ctx, "should_stop_after_turn")
         n = self.fault("should_stop")
         assert self.sc.should_stop is not None
@@ -1239,6 +1253,7 @@ class Harness:
     def stream_fn(self, model: Model, context: LlmContext, options: Any) -> Any:
         k = len(self.model_calls)
         self.entering(f"model call {k}")
+        self.trace.append("model")
         self.model_calls.append(
             ModelCall(context, model.id, options.reasoning, options.api_key, list(self.created))
         )
@@ -1442,6 +1457,8 @@ def verify(sc: Scenario, h: Harness, messages: list[Any]) -> Verdict:
         assert summary.reason == want.reason, (summary.reason, want.reason)
         made = [(c.model, c.reasoning, c.api_key) for c in h.model_calls]
         assert made == want.model_calls, (made, want.model_calls)
+        # polls and turn hooks run when, and in the order, docs/reference.md#between-turns says
+        assert h.trace == want.trace, (h.trace, want.trace)
     return Verdict(disturbed, summary.reason)
 
 

@@ -375,6 +375,7 @@ class SyncDriver:
             context = LlmContext(effect.context.system_prompt, llm_messages, effect.context.tools)
             k = len(h.model_calls)
             h.entering(f"model call {k}")
+            h.trace.append("model")
             h.model_calls.append(
                 ModelCall(
                     context,

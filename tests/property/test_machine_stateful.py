@@ -97,7 +97,7 @@ TOOLS = [
 # what each effect may only be pending in (a call waits for its decision from the moment it
 # asks; in a parallel batch the later calls are prepared meanwhile)
 EFFECT_STATES = {
-    "PollSteering": {"awaiting_steering"},
+    "PollSteering": {"awaiting_steering", "awaiting_steering_again"},
     "PollFollowUp": {"awaiting_follow_up"},
     "CallModel": {"streaming"},
     "before_tool_call": {"preparing_tools"},

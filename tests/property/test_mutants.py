@@ -89,25 +89,23 @@ LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 # with the reason. The engine makes them equivalent: entering `executing` offers its automatic
 # `tools_settled`, which sends a batch whose calls have not begun back to `preparing_tools`;
 # entering `closing_turn` asks for `proceed`, one more round trip that leads where the
-# original went when no turn hook runs.
+# original went when should_stop_after_turn is not configured.
 EQUIVALENT = {
-    "retarget #22:model_finished:streaming -> executing": "tools_settled [calls_remain] "
+    "retarget #29:model_finished:streaming -> executing": "tools_settled [calls_remain] "
     "returns to preparing_tools at once and the calls begin there",
-    "retarget #38:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
+    "retarget #42:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
     "proceed before awaiting_steering, where the original goes directly",
-    "retarget #36:next_turn_prepared:preparing_next_turn -> closing_turn": "the same: a "
-    "proceed, then awaiting_steering",
     # Calls begin only in preparing_tools (may_begin), so `begin_calls` emitted elsewhere
     # begins none; entering awaiting_approval offers its automatic `approvals_settled`, whose
     # [calls_remain, not approvals_pending] transition sends a batch with calls still to
     # begin (and none running, ready or waiting) back to preparing_tools, where they begin.
-    "retarget #22:model_finished:streaming -> awaiting_approval": "approvals_settled "
+    "retarget #29:model_finished:streaming -> awaiting_approval": "approvals_settled "
     "[calls_remain] returns to preparing_tools at once (no call has begun: none is ready, "
     "answered or waiting) and the calls begin there",
-    "retarget #30:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
+    "retarget #37:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
     "holds only in a sequential batch between two calls (none ready or waiting), so "
     "approvals_settled returns to preparing_tools at once and the next call begins there",
-    "retarget #29:approvals_settled:awaiting_approval -> executing": "the mirror image: "
+    "retarget #36:approvals_settled:awaiting_approval -> executing": "the mirror image: "
     "tools_settled [calls_remain] returns to preparing_tools at once and the next call begins "
     "there",
 }

@@ -123,11 +123,15 @@ async def test_a_failure_with_an_unprintable_exception_ends_the_run_as_data(wher
 
     config = AgentLoopConfig(model=MODEL)
     stream: Any = FauxProvider([faux_response("hi")])
+    context = AgentContext()
     if where == "stream":
         stream = boom
     else:
         setattr(config, where, boom)
-    r = await run([user("go")], AgentContext(), config, stream)
+    if where == "prepare_next_turn":  # it runs only when another turn follows
+        context = AgentContext(tools=[make_tool("t")])
+        stream = tool_turn(faux_tool_call("t", id="c1"))
+    r = await run([user("go")], context, config, stream)
     assert r.end.reason == "error"
     failure = r.messages[-1]
     assert failure.stop_reason == "error" and failure.error_message.startswith("BadStr")
@@ -180,13 +184,16 @@ async def test_a_listener_raising_an_unprintable_exception_fails_the_run_cleanly
 async def test_prepare_next_turn_returning_junk_fails_naming_the_hook(
     value: Any, needle: str
 ) -> None:
+    faux = FauxProvider(
+        [faux_response(tool_calls=[faux_tool_call("t", id="c1")]), faux_response("never")]
+    )
     r = await run(
         [user("go")],
-        AgentContext(),
+        AgentContext(tools=[make_tool("t")]),
         AgentLoopConfig(model=MODEL, prepare_next_turn=lambda ctx, signal: value),
-        FauxProvider([faux_response("hi"), faux_response("never")]),
+        faux,
     )
-    assert r.end.reason == "error"
+    assert r.end.reason == "error" and len(faux.calls) == 1
     error = r.messages[-1].error_message
     assert error.startswith("prepare_next_turn returned an invalid value") and needle in error
 

@@ -751,7 +751,8 @@ async def test_abort_from_a_sync_prepare_next_turn_ends_the_run_before_the_next_
         signal=controller.signal,
     )
     assert r.summary() == [*TURN1_WITH_TOOL, "agent_end:aborted"]
-    assert calls == ["prepare"] and len(faux.calls) == 1
+    # should_stop_after_turn runs first, then prepare_next_turn, since another turn follows
+    assert calls == ["should_stop", "prepare"] and len(faux.calls) == 1
 
 
 async def test_tools_receive_the_signal() -> None:

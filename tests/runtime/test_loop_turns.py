@@ -256,19 +256,20 @@ async def test_prepare_next_turn_sees_each_turn_and_may_replace_model_and_thinki
     assert [model.id for model, _, _ in seen] == ["faux-1", "bigger", "bigger"]
     assert [options.reasoning for _, _, options in seen] == ["low", "high", None]
     assert [m.model for m in r.messages if m.role == "assistant"] == ["faux-1", "bigger", "bigger"]
+    # after each turn: should_stop, the steering poll; before another turn (both follow a tool
+    # batch, and the poll was empty): prepare, then steering once more; none after the last
     assert order == [
         "steering",
-        *["prepare", "should_stop", "steering"] * 2,
-        "prepare",
+        *["should_stop", "steering", "prepare", "steering"] * 2,
         "should_stop",
         "steering",
     ]
     first = contexts[0]
     assert first.message is r.messages[1]
     assert [m.tool_call_id for m in first.tool_results] == ["c1"]
-    assert snapshots == [(3, 3), (5, 5), (6, 6)]
-    assert contexts[2].tool_results == []
-    assert signals == [controller.signal] * 3
+    assert snapshots == [(3, 3), (5, 5)]
+    assert [m.tool_call_id for m in contexts[1].tool_results] == ["c2"]
+    assert signals == [controller.signal] * 2
 
 
 async def test_prepare_next_turn_may_replace_the_context() -> None:
