@@ -202,7 +202,8 @@ def plans(draw: st.DrawFn, *, aborts: bool = True, parallel: bool = True) -> Pla
 
 
 def drawn(count: int, strategy: st.SearchStrategy[Plan]) -> list[Plan]:
-    """``count`` runs drawn from ``strategy``, the same ones every time (derandomized)."""
+    """``count`` runs drawn from ``strategy``, derandomized (the same ones for the same
+    hypothesis version and settings profile)."""
     found: list[Plan] = []
 
     @settings(
@@ -222,7 +223,8 @@ def drawn(count: int, strategy: st.SearchStrategy[Plan]) -> list[Plan]:
 
 
 def covering(candidates: list[Plan], size: int) -> list[Plan]:
-    """At most ``size`` of ``candidates``, each chosen for the most features not yet covered."""
+    """``size`` of ``candidates`` (fewer only if there are fewer): each chosen for the most
+    features not yet covered, then, once everything is, the first ones not chosen yet."""
     chosen: list[Plan] = []
     covered: set[str] = set()
     for _ in range(size):
@@ -231,7 +233,8 @@ def covering(candidates: list[Plan], size: int) -> list[Plan]:
             break
         chosen.append(best)
         covered |= best.features()
-    return chosen
+    rest = [p for p in candidates if p not in chosen]
+    return chosen + rest[: size - len(chosen)]
 
 
 # --- running ------------------------------------------------------------------------------------
