@@ -30,6 +30,16 @@ followed by the resumed events form one well-formed run
 last journaled step are superseded: the resumed run starts again from there (an answer that was
 in flight is asked for again; a tool whose result was not written yet runs again when it is
 idempotent, or is answered as interrupted).
+
+An abort outlives the process: when the journal shows that the run's abort signal had fired
+(an ``abort`` entry, or an outcome taken after it fired: ``"aborted": true``), the resumed run
+starts with its signal fired, and ends as the run that was not cut would have (aborted). A run
+can be cut between the outcome of a tool that fired the abort (or that finished after someone
+did) and the ``abort`` entry that follows it; without this, the resumed run, given a fresh
+signal, would go on with the next turn as if nobody had aborted. The signal the tools and hooks
+of such a run receive is then the run's own, fired, one; ``signal`` (if given) still fires it
+with its reason. (The reason the crashed process's signal was fired with is not journaled: the
+resumed run's is None.)
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ from typing import Any
 
 import anyio
 
-from agentcore_fsm.core.abort import AbortSignal
+from agentcore_fsm.core.abort import AbortController, AbortSignal
 from agentcore_fsm.core.config import AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.messages import AgentMessage
@@ -56,6 +66,7 @@ __all__ = [
     "INTERRUPTED_TEXT",
     "StoreJournal",
     "ToolInterrupted",
+    "abort_journaled",
     "load_run_state",
     "resume_run",
 ]
@@ -79,6 +90,23 @@ def _snapshot(stored: Any) -> RunSnapshot:
         header=header,
         entries=stored.entries,
     )
+
+
+def abort_journaled(entries: Sequence[dict[str, Any]]) -> bool:
+    """Whether the run's abort signal had fired in the process that journaled ``entries``: an
+    ``abort`` entry, or an outcome taken after it fired (``"aborted": true``)."""
+    return any(e.get("input") == "abort" or e.get("aborted") is True for e in entries)
+
+
+def _fired_signal(signal: AbortSignal | None) -> tuple[AbortSignal, Callable[[], None]]:
+    """A signal that has fired, for a run whose journal says it was aborted, fired again with
+    ``signal``'s reason when ``signal`` fires; and the function that unlinks them."""
+    controller = AbortController()
+    remove: Callable[[], None] = lambda: None  # noqa: E731
+    if signal is not None:
+        remove = signal.add_callback(lambda: controller.abort(signal.reason))
+    controller.abort()
+    return controller.signal, remove
 
 
 def load_run_state(
@@ -148,14 +176,20 @@ async def resume_run(
         with anyio.CancelScope(shield=True):
             await journal.close(len(stored.entries), [], None)  # give the lease back
         raise
-    return await run_machine(
-        machine,
-        first=first,
-        journal=journal,
-        stream_fn=fn,
-        emit=emit,
-        signal=signal,
-        observers=chosen,
-        run_id=run_id,
-        resumed=True,
-    )
+    unlink: Callable[[], None] = lambda: None  # noqa: E731
+    if abort_journaled(stored.entries):  # aborted before the crash: still aborted
+        signal, unlink = _fired_signal(signal)
+    try:
+        return await run_machine(
+            machine,
+            first=first,
+            journal=journal,
+            stream_fn=fn,
+            emit=emit,
+            signal=signal,
+            observers=chosen,
+            run_id=run_id,
+            resumed=True,
+        )
+    finally:
+        unlink()
