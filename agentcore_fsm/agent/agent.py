@@ -589,23 +589,37 @@ class Agent:
         one-at-a-time still means one per turn), else queued follow-ups do, else
         ``ValueError("Cannot continue from message role: assistant")``. An empty transcript
         raises ``ValueError("No messages to continue from")``; a run in progress
-        :class:`AgentBusyError`. Returns the messages the run created."""
+        :class:`AgentBusyError`. Returns the messages the run created.
+
+        With a store, this is decided once the agent holds the session (after it reloaded the
+        transcript, when another writer added to the session meanwhile), so it continues the
+        session as stored, not a transcript another writer has superseded; a continue refused
+        before its run starts (``SessionBusyError``, one of these ``ValueError``) takes nothing
+        from the queues."""
         if self.is_busy:
             raise AgentBusyError(CONTINUE_BUSY)
         self._check_not_interrupted()
         fn = self._stream_fn()
+        if self.store is not None:
+            return await self._run(None, fn, decide=self._continue_input)
+        prompts, skip = self._continue_input()
+        return await self._run(prompts, fn, skip_initial_steering=skip)
+
+    def _continue_input(self) -> tuple[list[AgentMessage] | None, bool]:
+        """What :meth:`continue_` runs with: its prompts (None: the transcript as it is) and
+        whether the run skips its first steering poll."""
         messages = self._state.messages
         if not messages:
             raise ValueError("No messages to continue from")
         if getattr(messages[-1], "role", None) == "assistant":
             steering = dequeue(self._steering, self.steering_mode)
             if steering:
-                return await self._run(steering, fn, skip_initial_steering=True)
+                return steering, True
             follow_ups = dequeue(self._follow_ups, self.follow_up_mode)
             if follow_ups:
-                return await self._run(follow_ups, fn)
+                return follow_ups, False
             raise ValueError("Cannot continue from message role: assistant")
-        return await self._run(None, fn)
+        return None, False
 
     def prompt_sync(
         self,
@@ -671,7 +685,10 @@ class Agent:
         *,
         skip_initial_steering: bool = False,
         resume: str | None = None,
+        decide: Callable[[], tuple[list[AgentMessage] | None, bool]] | None = None,
     ) -> list[AgentMessage]:
+        """One run. ``decide``: called once the session is held, it gives the prompts and
+        ``skip_initial_steering`` (a raise refuses the run, the session given back)."""
         state = self._state
         controller = AbortController()
         idle = anyio.Event()
@@ -684,7 +701,10 @@ class Agent:
         if store is not None:
             try:
                 self._lease = await self._hold_session(store, resume, controller.signal)
+                if decide is not None:
+                    prompts, skip_initial_steering = decide()
             except BaseException:
+                self._release_session(store)
                 self._controller = None
                 self._lifecycle.fire("finish")
                 idle.set()
