@@ -201,3 +201,23 @@ def probe_owner() -> str:
     import os
 
     return f"{socket.gethostname()}:{os.getpid()}:probe"
+
+
+def check_transcript(messages: list[AgentMessage]) -> None:
+    """Every tool call of an assistant message that ended normally (toolUse, stop, length) is
+    answered by exactly one tool result, after it; no result answers an unknown call."""
+    calls: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        role = getattr(message, "role", None)
+        if role == "assistant" and message.stop_reason in ("toolUse", "stop", "length"):
+            for block in message.content:
+                if getattr(block, "type", None) == "toolCall":
+                    assert block.id not in calls, f"call {block.id} made twice"
+                    calls[block.id] = index
+    answered: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if getattr(message, "role", None) == "toolResult":
+            call_id = message.tool_call_id
+            assert call_id in calls and calls[call_id] < index, f"stray result {call_id}"
+            answered[call_id] = answered.get(call_id, 0) + 1
+    assert answered == dict.fromkeys(calls, 1), (calls, answered)

@@ -52,7 +52,7 @@ from agentcore_fsm.agent.approvals import ApprovalDesk
 from agentcore_fsm.agent.lifecycle import Lifecycle
 from agentcore_fsm.agent.listeners import AgentListener, Listeners
 from agentcore_fsm.agent.queues import QueueMode, as_message, as_prompts, dequeue
-from agentcore_fsm.agent.session import SessionLease, read_session
+from agentcore_fsm.agent.session import SessionLease, free_ended_run, read_session
 from agentcore_fsm.agent.state import AgentState
 from agentcore_fsm.agent.sync import check_no_running_loop
 from agentcore_fsm.core import checks
@@ -282,6 +282,7 @@ class Agent:
         self._lease: SessionLease | None = None  # held during a run with a store
         # the session's last run (id, status) when this agent last read or wrote the session
         self._session_seen: tuple[str, str] | None = None
+        self._ended_unfinished: str | None = None  # a run that ended here, unfinished in store
         self.deps = deps
         """The dependencies object of the agent's runs: what its tools and hooks reach (a
         function tool's ``RunContext.deps``, ``current_run().deps``; see docs/tools.md)."""
@@ -348,6 +349,8 @@ class Agent:
                     )
                 if resume is None:
                     self._check_not_interrupted()
+            if resume is not None and resume == self._ended_unfinished:
+                free_ended_run(store, resume)  # its journal could not give it back
         except BaseException:
             lease.release()
             raise
@@ -515,7 +518,12 @@ class Agent:
         elif kind == "turn_start" and self._lease is not None:
             self._lease.renew()
 
-    def _release_session(self, store: RunStore | None) -> None:
+    def _release_session(self, store: RunStore | None, ended: str | None = None) -> None:
+        """Give the session up after a run (``ended``: the id of the run that ended here, not
+        suspended). A run the store still holds unfinished (its journal failed, or the store
+        failed or hung when it ended) is this agent's interrupted run: :meth:`resume` continues
+        it once the store works, from what the store holds (the transcript is read again from
+        there before the next run), and its lease is given back (see :func:`free_ended_run`)."""
         lease, self._lease = self._lease, None
         if lease is None or store is None:
             return
@@ -523,6 +531,15 @@ class Agent:
             self._session_seen = self._session_mark(store)  # this run, as the store has it
         except Exception:  # read it again before the next run
             self._session_seen = None
+        if ended is not None and self._session_seen != (ended, "finished"):
+            self._ended_unfinished = ended
+            if self._session_seen == (ended, "running"):
+                self._interrupted = ended
+            self._session_seen = None  # read the session again before the next run
+            try:
+                free_ended_run(store, ended)
+            except Exception:  # given back before the resume
+                logger.exception("the lease of run %r could not be given back", ended)
         try:
             lease.release()
         except Exception:  # the run's outcome stands; a dead writer's lease is taken over
@@ -762,7 +779,7 @@ class Agent:
                 self._approvals.clear()
             state.end_run(suspended)
             self._approvals.suspending = False
-            self._release_session(store)
+            self._release_session(store, None if suspended else journal.get("run_id", resume))
             self._controller = None
             self._lifecycle.fire("finish")
             idle.set()

@@ -25,36 +25,23 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from session_schedules import ACTIONS, OPS, SESSION, Schedule, Writer, probe_owner
+from session_schedules import (
+    ACTIONS,
+    OPS,
+    SESSION,
+    Schedule,
+    Writer,
+    check_transcript,
+    probe_owner,
+)
 
 from agentcore_fsm import Agent, MemoryRunStore, SqliteRunStore
-from agentcore_fsm.core.messages import AgentMessage
 from agentcore_fsm.devtools.testing import check_run
 from agentcore_fsm.persist.store import RunStore
 
 WAITS = st.sampled_from([0.0, 0.02, None])
 WRITER = st.tuples(WAITS, st.lists(st.sampled_from(OPS), min_size=1, max_size=3))
 ACTION = st.tuples(st.sampled_from(ACTIONS), st.integers(0, 2))
-
-
-def check_transcript(messages: list[AgentMessage]) -> None:
-    """Every tool call of an assistant message that ended normally (toolUse, stop, length) is
-    answered by exactly one tool result, after it; no result answers an unknown call."""
-    calls: dict[str, int] = {}
-    for index, message in enumerate(messages):
-        role = getattr(message, "role", None)
-        if role == "assistant" and message.stop_reason in ("toolUse", "stop", "length"):
-            for block in message.content:
-                if getattr(block, "type", None) == "toolCall":
-                    assert block.id not in calls, f"call {block.id} made twice"
-                    calls[block.id] = index
-    answered: dict[str, int] = {}
-    for index, message in enumerate(messages):
-        if getattr(message, "role", None) == "toolResult":
-            call_id = message.tool_call_id
-            assert call_id in calls and calls[call_id] < index, f"stray result {call_id}"
-            answered[call_id] = answered.get(call_id, 0) + 1
-    assert answered == dict.fromkeys(calls, 1), (calls, answered)
 
 
 async def _scenario(
