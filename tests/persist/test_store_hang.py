@@ -22,6 +22,7 @@ import math
 import os
 import sqlite3
 import tempfile
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,16 @@ from agentcore_fsm import (
     SqliteRunStore,
     TextContent,
 )
-from agentcore_fsm.core.config import LlmContext, StreamOptions
-from agentcore_fsm.devtools.testing import check_run
+from agentcore_fsm.core.abort import AbortController
+from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
+from agentcore_fsm.core.messages import UserMessage
+from agentcore_fsm.devtools.testing import EventRecorder, check_resumed_run, check_run
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.persist.journal import JournaledLoopMachine
+from agentcore_fsm.persist.run_journal import StoreJournal
 from agentcore_fsm.persist.store import MemoryRunStore, RunStore, RunStoreError, SessionBusyError
+from agentcore_fsm.runtime.driver import run_machine
+from agentcore_fsm.runtime.resume import load_run_state, resume_run
 
 MODEL = Model(id="faux-1", provider="faux", api="faux-api")
 WRITES = (
@@ -269,3 +276,95 @@ async def test_a_run_created_but_never_started_is_resumed_without_its_prompt_twi
     texts = [str(m) for m in later.messages]
     assert texts == [*before, 'user: "again"', 'assistant: "nothing more"']
     assert [str(m) for m in _agent(store, runs).messages] == texts
+
+
+class BlockingStore(MemoryRunStore):
+    """A user's own store whose ``block_at``-th ``append_many`` hangs until ``go`` is set
+    (bounded, so that a broken test cannot hang the suite)."""
+
+    def __init__(self, block_at: int) -> None:
+        super().__init__()
+        self.block_at, self.calls = block_at, 0
+        self.entered, self.go, self.released = threading.Event(), threading.Event(), []
+
+    def append_many(self, run_id: str, *args: Any, **kwargs: Any) -> None:
+        number, self.calls = self.calls, self.calls + 1
+        if number == self.block_at:
+            self.entered.set()
+            assert self.go.wait(10)
+        super().append_many(run_id, *args, **kwargs)
+
+    def release(self, run_id: str, owner: str) -> None:
+        super().release(run_id, owner)
+        self.released.append(threading.current_thread().name)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("block_at", [0, 1, 2])
+@pytest.mark.parametrize("how", ["timeout", "abort"])
+async def test_a_threaded_journal_gives_up_a_hanging_call(block_at: int, how: str) -> None:
+    store = BlockingStore(block_at)
+    runs: Counter[str] = Counter()
+    controller = AbortController()
+    config = AgentLoopConfig(model=MODEL)
+    journal = StoreJournal(
+        store,
+        "r",
+        "s",
+        threaded=True,
+        call_timeout_s=0.05 if how == "timeout" else None,
+        signal=controller.signal,
+    )
+    machine = JournaledLoopMachine(
+        [UserMessage(content="go")], AgentContext(tools=[_write_tool(runs)]), config
+    )
+    recorder = EventRecorder()
+
+    async def abort_once_it_hangs() -> None:
+        await anyio.to_thread.run_sync(store.entered.wait)
+        controller.abort()
+
+    async with anyio.create_task_group() as tg:
+        if how == "abort":
+            tg.start_soon(abort_once_it_hangs)
+        messages = await run_machine(
+            machine, stream_fn=_model, emit=recorder, signal=controller.signal, journal=journal
+        )
+        tg.cancel_scope.cancel()
+    summary = check_run(recorder.events, messages)
+    assert store.entered.is_set()
+    closing = store.calls == block_at + 1 and summary.reason in ("completed", "aborted")
+    if not closing:  # the hanging write ended the run, as data, naming it
+        assert summary.reason == "error", summary.reason
+        error = messages[-1].error_message or ""
+        assert "given up" in error and "append_many" in error, error
+        why = "did not answer within 0.05 s" if how == "timeout" else "aborted while it waited"
+        assert why in error, error
+    before = store.load("r")
+    assert before.owner is not None  # the call hangs: nothing else was written
+    store.go.set()  # the store answers at last: the late write lands, then the lease is freed
+    await anyio.to_thread.run_sync(store.entered.wait)
+    for _ in range(1000):
+        if store.load("r").owner is None:
+            break
+        await anyio.to_thread.run_sync(threading.Event().wait, 0.005)
+    stored = store.load("r")
+    assert stored.owner is None and store.released, stored
+    assert stored.entries[: len(before.entries)] == before.entries
+    if stored.status == "running":  # a valid prefix: resumed to its end
+        resumed = EventRecorder()
+        _, steps = load_run_state(store, "r", config, tools=[_write_tool(runs)])
+        more = await resume_run(
+            "r", store, config, resumed, tools=[_write_tool(runs)], stream_fn=_model
+        )
+        check_resumed_run([e for s in steps for e in s.events], resumed.events, more)
+    done = store.load("r")
+    assert done.status == "finished", done
+    final = load_run_state(store, "r", config, tools=[_write_tool(runs)])[0].context.messages
+    check_transcript(list(final))
+    assert str(final[-1]) == 'assistant: "all written"', final
+    # never twice; not at all when the write before it was given up (a late write then makes
+    # it look started: the resumed run answers it as interrupted, never runs it again)
+    assert set(runs.values()) <= {1}, runs
+    with pytest.raises(ValueError, match="call_timeout_s"):
+        StoreJournal(store, "x", threaded=True, call_timeout_s=-1)
