@@ -52,7 +52,7 @@ from agentcore_fsm.agent.approvals import ApprovalDesk
 from agentcore_fsm.agent.lifecycle import Lifecycle
 from agentcore_fsm.agent.listeners import AgentListener, Listeners
 from agentcore_fsm.agent.queues import QueueMode, as_message, as_prompts, dequeue
-from agentcore_fsm.agent.session import SessionLease, read_session
+from agentcore_fsm.agent.session import SessionLease, free_ended_run, read_session
 from agentcore_fsm.agent.state import AgentState
 from agentcore_fsm.agent.sync import check_no_running_loop
 from agentcore_fsm.core import checks
@@ -282,6 +282,7 @@ class Agent:
         self._lease: SessionLease | None = None  # held during a run with a store
         # the session's last run (id, status) when this agent last read or wrote the session
         self._session_seen: tuple[str, str] | None = None
+        self._ended_unfinished: str | None = None  # a run that ended here, unfinished in store
         self.deps = deps
         """The dependencies object of the agent's runs: what its tools and hooks reach (a
         function tool's ``RunContext.deps``, ``current_run().deps``; see docs/tools.md)."""
@@ -348,6 +349,8 @@ class Agent:
                     )
                 if resume is None:
                     self._check_not_interrupted()
+            if resume is not None and resume == self._ended_unfinished:
+                free_ended_run(store, resume)  # its journal could not give it back
         except BaseException:
             lease.release()
             raise
@@ -515,7 +518,12 @@ class Agent:
         elif kind == "turn_start" and self._lease is not None:
             self._lease.renew()
 
-    def _release_session(self, store: RunStore | None) -> None:
+    def _release_session(self, store: RunStore | None, ended: str | None = None) -> None:
+        """Give the session up after a run (``ended``: the id of the run that ended here, not
+        suspended). A run the store still holds unfinished (its journal failed, or the store
+        failed or hung when it ended) is this agent's interrupted run: :meth:`resume` continues
+        it once the store works, from what the store holds (the transcript is read again from
+        there before the next run), and its lease is given back (see :func:`free_ended_run`)."""
         lease, self._lease = self._lease, None
         if lease is None or store is None:
             return
@@ -523,6 +531,15 @@ class Agent:
             self._session_seen = self._session_mark(store)  # this run, as the store has it
         except Exception:  # read it again before the next run
             self._session_seen = None
+        if ended is not None and self._session_seen != (ended, "finished"):
+            self._ended_unfinished = ended
+            if self._session_seen == (ended, "running"):
+                self._interrupted = ended
+            self._session_seen = None  # read the session again before the next run
+            try:
+                free_ended_run(store, ended)
+            except Exception:  # given back before the resume
+                logger.exception("the lease of run %r could not be given back", ended)
         try:
             lease.release()
         except Exception:  # the run's outcome stands; a dead writer's lease is taken over
@@ -589,23 +606,37 @@ class Agent:
         one-at-a-time still means one per turn), else queued follow-ups do, else
         ``ValueError("Cannot continue from message role: assistant")``. An empty transcript
         raises ``ValueError("No messages to continue from")``; a run in progress
-        :class:`AgentBusyError`. Returns the messages the run created."""
+        :class:`AgentBusyError`. Returns the messages the run created.
+
+        With a store, this is decided once the agent holds the session (after it reloaded the
+        transcript, when another writer added to the session meanwhile), so it continues the
+        session as stored, not a transcript another writer has superseded; a continue refused
+        before its run starts (``SessionBusyError``, one of these ``ValueError``) takes nothing
+        from the queues."""
         if self.is_busy:
             raise AgentBusyError(CONTINUE_BUSY)
         self._check_not_interrupted()
         fn = self._stream_fn()
+        if self.store is not None:
+            return await self._run(None, fn, decide=self._continue_input)
+        prompts, skip = self._continue_input()
+        return await self._run(prompts, fn, skip_initial_steering=skip)
+
+    def _continue_input(self) -> tuple[list[AgentMessage] | None, bool]:
+        """What :meth:`continue_` runs with: its prompts (None: the transcript as it is) and
+        whether the run skips its first steering poll."""
         messages = self._state.messages
         if not messages:
             raise ValueError("No messages to continue from")
         if getattr(messages[-1], "role", None) == "assistant":
             steering = dequeue(self._steering, self.steering_mode)
             if steering:
-                return await self._run(steering, fn, skip_initial_steering=True)
+                return steering, True
             follow_ups = dequeue(self._follow_ups, self.follow_up_mode)
             if follow_ups:
-                return await self._run(follow_ups, fn)
+                return follow_ups, False
             raise ValueError("Cannot continue from message role: assistant")
-        return await self._run(None, fn)
+        return None, False
 
     def prompt_sync(
         self,
@@ -671,7 +702,10 @@ class Agent:
         *,
         skip_initial_steering: bool = False,
         resume: str | None = None,
+        decide: Callable[[], tuple[list[AgentMessage] | None, bool]] | None = None,
     ) -> list[AgentMessage]:
+        """One run. ``decide``: called once the session is held, it gives the prompts and
+        ``skip_initial_steering`` (a raise refuses the run, the session given back)."""
         state = self._state
         controller = AbortController()
         idle = anyio.Event()
@@ -684,7 +718,10 @@ class Agent:
         if store is not None:
             try:
                 self._lease = await self._hold_session(store, resume, controller.signal)
+                if decide is not None:
+                    prompts, skip_initial_steering = decide()
             except BaseException:
+                self._release_session(store)
                 self._controller = None
                 self._lifecycle.fire("finish")
                 idle.set()
@@ -742,7 +779,7 @@ class Agent:
                 self._approvals.clear()
             state.end_run(suspended)
             self._approvals.suspending = False
-            self._release_session(store)
+            self._release_session(store, None if suspended else journal.get("run_id", resume))
             self._controller = None
             self._lifecycle.fire("finish")
             idle.set()

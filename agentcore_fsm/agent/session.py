@@ -12,6 +12,7 @@ docs/survive.md#one-writer-per-session.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,9 +25,16 @@ from agentcore_fsm.core.config import AgentLoopConfig
 from agentcore_fsm.core.messages import AgentMessage
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.persist.store import RunStore, SessionBusyError, default_owner
+from agentcore_fsm.persist.store_rules import local_pid
 from agentcore_fsm.runtime.resume import load_run_state
 
-__all__ = ["DEFAULT_SESSION_LEASE_S", "SessionLease", "StoredSession", "read_session"]
+__all__ = [
+    "DEFAULT_SESSION_LEASE_S",
+    "SessionLease",
+    "StoredSession",
+    "free_ended_run",
+    "read_session",
+]
 
 DEFAULT_SESSION_LEASE_S = 300.0
 """How long a session's lease lasts without renewal. It only matters for a writer on another
@@ -56,14 +64,31 @@ def read_session(
     if not runs:
         return StoredSession(None)
     last = runs[-1]
-    machine, _ = load_run_state(store, last.run_id, config, tools=tools)
+    machine, steps = load_run_state(store, last.run_id, config, tools=tools)
     finished = last.status == "finished"
+    messages = list(machine.context.messages)
+    if not finished and not steps:
+        # created, never started (nothing journaled): its prompts are not part of the session
+        # yet — resuming it starts it, and delivers them then
+        messages = messages[: len(messages) - len(machine.new_messages)]
     return StoredSession(
         last.run_id,
-        list(machine.context.messages),
+        messages,
         finished,
         [] if finished else machine.pending_approvals,
     )
+
+
+def free_ended_run(store: RunStore, run_id: str) -> None:
+    """Give back the lease that run ``run_id``, which ended in this process, still holds in the
+    store: its journal could not (the store failed, or hung past its bound, when the run ended),
+    and a lease of a live process of this host is never taken over, so without this the run
+    could not be resumed while the process lives. Only a lease of this process is given back;
+    a run that finished, or that nobody holds, is left as it is."""
+    stored = store.load(run_id)
+    owner = stored.owner
+    if stored.status == "running" and owner is not None and local_pid(owner) == os.getpid():
+        store.release(run_id, owner)
 
 
 class SessionLease:

@@ -27,11 +27,16 @@ What the driver guarantees a journal (docs/survive.md#what-is-durable-when):
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import anyio
 import anyio.to_thread
 
+from agentcore_fsm.core import checks
+from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.messages import clip
 from agentcore_fsm.persist.store import (
     RunFinishedError,
@@ -41,10 +46,15 @@ from agentcore_fsm.persist.store import (
     default_owner,
 )
 
-__all__ = ["DEFAULT_LEASE_S", "RunJournal", "StoreJournal"]
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "DEFAULT_LEASE_S", "RunJournal", "StoreJournal"]
 
 DEFAULT_LEASE_S = 30.0
 """The lease (seconds) a run store journal takes on its run, renewed by every append."""
+
+DEFAULT_CALL_TIMEOUT_S = 60.0
+"""How long a threaded store journal waits for one store call (``call_timeout_s``)."""
+
+logger = logging.getLogger("agentcore_fsm")
 
 T = TypeVar("T")
 
@@ -91,7 +101,20 @@ class StoreJournal:
     are made on the event loop (a write of a local SQLite file takes tens of microseconds);
     ``threaded=True`` makes every store call in a worker thread instead, so that the loop never
     waits on the store (a file shared by several processes, where a write may wait for another's
-    lock, or a slow disk), at the cost of a thread hop per call."""
+    lock, or a slow disk), at the cost of a thread hop per call.
+
+    A threaded journal's store call that hangs (docs/survive.md#when-the-store-hangs): the
+    journal waits for it at most ``call_timeout_s`` seconds (None: as long as it takes), and no
+    longer once ``signal`` (the run's abort signal, when given) fires during the call; then it
+    gives the call up and raises :class:`~agentcore_fsm.persist.store.RunStoreError` naming the
+    store, the call and why (the run ends with it, as data). The call goes on in its thread and
+    may still complete: the journal makes no other store call until it has (one raising that
+    error instead; a ``close`` that only gives the lease back does nothing), and once it has,
+    it gives the run's lease back (``release``). So a late write lands in order, before
+    anything else this journal writes, and leaves what the store holds a valid prefix of the
+    run, resumable once it is given back. A journal on the event loop (``threaded=False``)
+    cannot give a call up: a store there bounds its own waits (``SqliteRunStore``'s
+    ``busy_timeout_s``)."""
 
     def __init__(
         self,
@@ -103,6 +126,8 @@ class StoreJournal:
         lease_s: float = DEFAULT_LEASE_S,
         existing: int | None = None,
         threaded: bool = False,
+        call_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
+        signal: AbortSignal | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -113,6 +138,17 @@ class StoreJournal:
         """None for a new run (``open`` creates it), or how many entries an existing run
         holds (its lease already taken by ``owner``)."""
         self.threaded = threaded
+        self.call_timeout_s = checks.duration_or_none(
+            "StoreJournal", "call_timeout_s", call_timeout_s
+        )
+        """Threaded: the longest wait for one store call (None: no bound)."""
+        if signal is not None and not isinstance(signal, AbortSignal):
+            raise TypeError(
+                f"StoreJournal: signal must be an AbortSignal or None, not {type(signal).__name__}"
+            )
+        self.signal = signal
+        """Threaded: a store call this signal interrupts by firing is given up at once."""
+        self._hanging: _Call | None = None  # a call given up that has not answered yet
 
     def __str__(self) -> str:
         return f"run {self.run_id!r} in {self.store!r}"
@@ -128,25 +164,35 @@ class StoreJournal:
         *,
         lease_s: float = DEFAULT_LEASE_S,
         threaded: bool = False,
+        call_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
+        signal: AbortSignal | None = None,
     ) -> tuple[StoreJournal, StoredRun]:
         """The journal of the existing, unfinished run ``run_id``, its lease taken, and the run
         as stored once the lease is held. Raises the store's errors:
         :class:`~agentcore_fsm.persist.store.UnknownRunError`,
         :class:`~agentcore_fsm.persist.store.RunFinishedError` (a finished run: nothing to
         resume), :class:`~agentcore_fsm.persist.store.RunOwnedError` (another live owner)."""
-        journal = cls(store, run_id, lease_s=lease_s, threaded=threaded)
+        journal = cls(
+            store,
+            run_id,
+            lease_s=lease_s,
+            threaded=threaded,
+            call_timeout_s=call_timeout_s,
+            signal=signal,
+        )
         owner = journal.owner
-        stored = await _call(threaded, store.load, run_id)
+        stored = await journal._call("load", store.load, run_id)
         if stored.status == "finished":
             raise RunFinishedError(
                 f"run {run_id!r} has finished ({stored.end_reason}); there is nothing to resume"
             )
-        await _call(threaded, _acquire, store, run_id, owner, lease_s)
+        await journal._call("acquire", _acquire, store, run_id, owner, lease_s)
         try:
             # read again under the lease: what another owner wrote meanwhile counts
-            stored = await _call(threaded, store.load, run_id)
+            stored = await journal._call("load", store.load, run_id)
         except BaseException:
-            await _call(threaded, store.release, run_id, owner)
+            if journal._hanging is None:  # else it is given back once the load answers
+                await journal._call("release", store.release, run_id, owner)
             raise
         journal.session_id = stored.session_id
         journal.existing = len(stored.entries)
@@ -214,27 +260,99 @@ class StoreJournal:
         entries the existing run holds."""
         if self.existing is not None:
             return self.existing
-        await _call(self.threaded, self._create, header)
+        await self._call("create_run", self._create, header)
         self.existing = 0
         return 0
 
     async def append(self, seq: int, entries: Sequence[dict[str, Any]]) -> None:
         """Append ``entries`` from number ``seq`` on, in one store transaction."""
-        await _call(self.threaded, self._append, seq, entries)
+        await self._call("append_many", self._append, seq, entries)
 
     async def close(
         self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None
     ) -> None:
         """Append the last ``entries`` and mark the run finished (``end_reason``), in one store
         transaction; or append them and give up the run's lease (``None``)."""
-        await _call(self.threaded, self._close, seq, entries, end_reason)
+        if self._hanging is not None and not entries and end_reason is None:
+            return  # the lease is given back once the hanging call answers
+        await self._call("close", self._close, seq, entries, end_reason)
+
+    async def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``: on the event loop, or (threaded) in a worker thread, given up after
+        ``call_timeout_s`` or when ``signal`` fires meanwhile (see the class)."""
+        if not self.threaded:
+            return fn(*args)
+        hanging = self._hanging
+        if hanging is not None:
+            raise RunStoreError(
+                f"{self}: the store has not answered the {hanging.what} this journal gave up "
+                f"on; nothing more is written until it does"
+            )
+        call = _Call(what, fn, args)
+        signal = self.signal
+        watch = signal is not None and not signal.aborted  # an abort from now on cuts it
+        with anyio.CancelScope() as scope:
+            if self.call_timeout_s is not None:
+                scope.deadline = anyio.current_time() + self.call_timeout_s
+            remove = signal.add_callback(scope.cancel) if watch and signal else None
+            try:
+                return await anyio.to_thread.run_sync(call.run, abandon_on_cancel=True)
+            finally:
+                if remove is not None:
+                    remove()
+                if not call.answered:  # given up (or the caller was cancelled)
+                    self._give_up(call)
+        why = (
+            "the run was aborted while it waited"
+            if signal is not None and signal.aborted and watch
+            else f"it did not answer within {self.call_timeout_s:g} s (call_timeout_s)"
+        )
+        raise RunStoreError(
+            f"{self}: the store's {what} was given up: {why}; it may still complete, and "
+            f"the run's lease is given back once it has"
+        )
+
+    def _give_up(self, call: _Call) -> None:
+        self._hanging = call
+        if not call.then(self._answered):
+            self._answered()
+
+    def _answered(self) -> None:
+        """The call given up has answered (or raised): give the run's lease back."""
+        self._hanging = None
+        try:
+            self.store.release(self.run_id, self.owner)
+        except Exception:
+            logger.exception("%s: the run's lease could not be given back", self)
 
 
-async def _call(threaded: bool, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)``, in a worker thread when ``threaded``."""
-    if threaded:
-        return await anyio.to_thread.run_sync(fn, *args)
-    return fn(*args)
+class _Call:
+    """One store call in a worker thread; :meth:`then` runs a function after it, in its
+    thread (at once, in the caller's, if it is over)."""
+
+    def __init__(self, what: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.what, self.fn, self.args = what, fn, args
+        self.answered = False
+        self._after: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def run(self) -> Any:
+        try:
+            return self.fn(*self.args)
+        finally:
+            with self._lock:
+                self.answered = True
+                after, self._after = self._after, []
+            for fn in after:
+                fn()
+
+    def then(self, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` once the call is over; False (``fn`` not kept) when it is already."""
+        with self._lock:
+            if self.answered:
+                return False
+            self._after.append(fn)
+            return True
 
 
 def _append_many(store: RunStore) -> Callable[..., None] | None:

@@ -4,6 +4,7 @@ adds is the schema, its versions and the transactions."""
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -38,7 +39,8 @@ SCHEMA_VERSION = 2
 1 had no ``sessions`` table; a version-1 file is upgraded when it is opened."""
 
 BUSY_TIMEOUT_MS = 5000
-"""How long a SQLite store waits for another connection's write lock before failing."""
+"""How long a SQLite store waits for another connection's write lock before failing, by
+default (``SqliteRunStore(busy_timeout_s=...)`` sets it per store)."""
 
 
 # --- SQLite ---------------------------------------------------------------------------------------
@@ -123,6 +125,18 @@ _LIST = (
 )
 
 
+def _seconds(name: str, value: Any) -> float:
+    """A finite number of seconds, zero or more (not a bool), for ``SqliteRunStore(name=)``."""
+    expected = "a finite number of seconds >= 0"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"SqliteRunStore: {name} must be {expected}, not {type(value).__name__} ({value!r:.60})"
+        )
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"SqliteRunStore: {name} must be {expected}, not {value!r}")
+    return float(value)
+
+
 class SqliteRunStore:
     """A run store in one SQLite file (standard library only), shared safely by several
     processes and threads. The file and its schema are created when missing. See the module's
@@ -130,17 +144,27 @@ class SqliteRunStore:
 
     Raises :class:`StoreFormatError` (naming the path) for a file that is not a SQLite
     database, is corrupt, holds another application's tables, or was written by a newer
-    version of this schema; :class:`RunStoreError` for a file that cannot be opened."""
+    version of this schema; :class:`RunStoreError` for a file that cannot be opened.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``busy_timeout_s``: how long an operation waits for the write lock another connection (or
+    process) holds on the file before it fails with :class:`RunStoreError` naming the store and
+    the lock (default ``BUSY_TIMEOUT_MS``, 5 s; a finite number of seconds, zero or more). This
+    is the bound of a store that hangs: a journaled run whose write fails so ends as data with
+    that error, and is resumed once the lock is gone (docs/survive.md#when-the-store-hangs)."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000
+    ) -> None:
         self.path = os.fspath(path)
         """The store's file."""
+        self.busy_timeout_s = _seconds("busy_timeout_s", busy_timeout_s)
+        """How long an operation waits for another connection's write lock (seconds)."""
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(
                 self.path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
+                timeout=self.busy_timeout_s,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -155,7 +179,7 @@ class SqliteRunStore:
 
     def _open(self, conn: sqlite3.Connection) -> None:
         try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout = {round(self.busy_timeout_s * 1000)}")
             if self._check_schema(conn):  # our schema is there already
                 self._tune(conn)
                 return
@@ -228,7 +252,7 @@ class SqliteRunStore:
         if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
             return RunStoreError(
                 f"{subject} cannot {what}: the file stayed locked by another connection for "
-                f"more than {BUSY_TIMEOUT_MS / 1000:g} s ({exc})"
+                f"more than {self.busy_timeout_s:g} s (its busy timeout; {exc})"
             )
         return RunStoreError(f"{subject} cannot {what}: {exc}")
 
@@ -474,9 +498,7 @@ class SqliteRunStore:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                raise RunStoreError(
-                    f"session {session_id!r} in the run store {self.path!r} cannot be leased: {exc}"
-                ) from exc
+                raise self._error(exc, None, f"lease session {session_id!r}") from exc
 
     def release_session(self, session_id: str, owner: str) -> None:
         with self._lock:
@@ -484,10 +506,7 @@ class SqliteRunStore:
             try:
                 conn.execute(_RELEASE_SESSION, (session_id, owner))
             except sqlite3.Error as exc:
-                raise RunStoreError(
-                    f"session {session_id!r} in the run store {self.path!r} cannot be "
-                    f"released: {exc}"
-                ) from exc
+                raise self._error(exc, None, f"release session {session_id!r}") from exc
             except UnicodeEncodeError:  # no such session or owner: nothing to release
                 pass
 
