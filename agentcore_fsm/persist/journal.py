@@ -39,6 +39,7 @@ from agentcore_fsm.core.protocol import Effect, Input, Step
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.persist.codec import (
     JournaledError,
+    RecordData,
     RecordError,
     ToolResolver,
     decode_context,
@@ -132,14 +133,28 @@ class RunSnapshot(BaseModel):
 
 
 def declaration_hash(machine: LoopMachine) -> str:
-    """A hash of the declarations a loop machine runs (the loop's and the tool call's)."""
+    """A hash of the declarations a loop machine runs (the loop's and the tool call's).
+    Computed once per pair of declarations (by their names and source texts) in a process:
+    every journaled run's header holds it."""
+    decls = (machine.declaration, machine.call_declaration)
+    key = tuple(part for decl in decls for part in (decl.name, decl.source_text))
+    known = _HASHES.get(key)
+    if known is not None:
+        return known
     digest = hashlib.sha256()
-    for decl in (machine.declaration, machine.call_declaration):
+    for decl in decls:
         digest.update(decl.name.encode())
         digest.update(b"\0")
         digest.update(decl.source_text.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
-    return digest.hexdigest()[:16]
+    text = digest.hexdigest()[:16]
+    if len(_HASHES) < _HASHES_KEPT:
+        _HASHES[key] = text
+    return text
+
+
+_HASHES: dict[tuple[str, ...], str] = {}
+_HASHES_KEPT = 64  # declarations a process runs: a few; a bound all the same
 
 
 # --- the header ---------------------------------------------------------------------------------
@@ -262,18 +277,20 @@ class JournaledLoopMachine(LoopMachine):
         there (a driver fails the run)."""
         self.entries: list[dict[str, Any]] = []
         try:
-            self.header: dict[str, Any] = {
-                "format": JOURNAL_FORMAT,
-                "declaration": self.declaration.name,
-                "declaration_hash": declaration_hash(self),
-                "prompts": [encode_message(m) for m in prompts],
-                "context": encode_context(context),
-                "model": encode_model(config.model),
-                "reasoning": config.reasoning,
-                "tool_execution": config.tool_execution,
-                "hooks": [name for name in HOOK_NAMES if getattr(config, name) is not None],
-                "continuing": continuing,
-            }
+            self.header: dict[str, Any] = RecordData(
+                {
+                    "format": JOURNAL_FORMAT,
+                    "declaration": self.declaration.name,
+                    "declaration_hash": declaration_hash(self),
+                    "prompts": [encode_message(m) for m in prompts],
+                    "context": encode_context(context),
+                    "model": encode_model(config.model),
+                    "reasoning": config.reasoning,
+                    "tool_execution": config.tool_execution,
+                    "hooks": [name for name in HOOK_NAMES if getattr(config, name) is not None],
+                    "continuing": continuing,
+                }
+            )
         except RecordError as exc:
             raise JournalError(f"the run cannot be recorded: {exc}") from None
 
@@ -298,6 +315,7 @@ class JournaledLoopMachine(LoopMachine):
             self.journal_error = JournalError(f"the run cannot be recorded further: {exc}")
             return step
         if entry is not None:
+            entry = RecordData(entry)  # JSON data by construction: encoded once, unchecked
             entry["clock"] = clock.readings
             # the driver takes new entries from here after each step and writes them through
             # the run's journal (agentcore_fsm.runtime.recording): feed calls nobody
