@@ -347,6 +347,7 @@ class SqliteRunStore:
             (run_id, seq + i, record_text(e) or dumps(e, run_id, f"entry {seq + i}"))
             for i, e in enumerate(entries)
         ]
+        first: str | float  # the end reason, or the lease's new end
         if end_reason is not None:
             check_text(run_id, "end reason", end_reason)
             checked, first = _APPEND_FINISH, end_reason
