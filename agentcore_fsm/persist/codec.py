@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 
 from agentcore_fsm.core.boundary import (
     InvalidValueError,
@@ -63,6 +64,7 @@ from agentcore_fsm.core.tools import (
 __all__ = [
     "HOOK_NAMES",
     "JournaledError",
+    "RecordData",
     "RecordError",
     "ToolResolver",
     "decode_context",
@@ -79,6 +81,7 @@ __all__ = [
     "encode_poll",
     "encode_tool_outcome",
     "encode_update",
+    "record_text",
     "register_message_type",
     "registered_message_types",
     "tool_spec",
@@ -109,6 +112,34 @@ class RecordError(ValueError):
 class JournaledError(Exception):
     """An exception read back from a record: only its text survives (``str()`` is that text,
     exactly as the run reported it)."""
+
+
+class RecordData(dict[str, Any]):
+    """A JSON object this codec made (a run's header, an entry): JSON data by construction,
+    every value checked or converted on the way in (messages by their typed fields, loose
+    values by :func:`~agentcore_fsm.core.boundary.json_data`). It is a plain ``dict`` in every
+    other respect; a run store that is handed one encodes it with :func:`record_text`, without
+    walking it again to check that it is JSON data (docs/record.md#encoding-once). Put nothing
+    in it that is not JSON data (a str, an int, a float, a bool, None, and lists and dicts of
+    them)."""
+
+    __slots__ = ()
+
+
+def record_text(value: Any) -> str | None:
+    """The JSON text of ``value`` when it is a :class:`RecordData`, by the rules of
+    :mod:`agentcore_fsm.persist.json_text` (every character as itself, NaN and the infinities
+    as Python's ``json`` writes them), made by pydantic's serializer, which is several times
+    faster than ``json.dumps``; None for anything else, and for a value holding a surrogate
+    code point (that text takes :func:`~agentcore_fsm.persist.json_text.dumps`, which escapes
+    it). Only the form of a float's exponent may differ from ``json.dumps`` (``1.5e-7``, not
+    ``1.5e-07``): the value read back is the same."""
+    if value.__class__ is not RecordData:
+        return None
+    try:
+        return to_json(value, inf_nan_mode="constants").decode()
+    except Exception:  # a surrogate: the escaping writer takes it
+        return None
 
 
 # --- checking what is read ----------------------------------------------------------------------

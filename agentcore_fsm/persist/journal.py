@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, get_args
 
@@ -41,6 +42,7 @@ from agentcore_fsm.core.protocol import Effect, Input, Step
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.persist.codec import (
     JournaledError,
+    RecordData,
     RecordError,
     ToolResolver,
     decode_context,
@@ -151,25 +153,38 @@ def declarations_hash(*declarations: Declaration) -> str:
     transitions with their guards, emits and reasons, in order — and not of the prose (docs,
     comments), so that a release that only rewords a declaration still resumes and re-derives
     the runs of the one before. A run recorded under another hash is read as it was recorded,
-    never fed again (docs/record.md)."""
+    never fed again (docs/record.md). Each declaration's part is worked out once per
+    declaration object (every journaled run's header holds the hash)."""
     digest = hashlib.sha256()
     for decl in declarations:
-        shape: list[Any] = [
-            decl.name,
-            decl.initial,
-            decl.final,
-            [[s.name, s.effect] for s in decl.states.values()],
-            [[i.name, i.kind, list(i.states), list(i.offers)] for i in decl.inputs.values()],
-            sorted(decl.guards),
-            sorted(decl.emits),
-            [
-                [t.trigger, t.source, t.dest, t.guards, t.unless, t.emits, t.auto, t.reason]
-                for t in decl.transitions
-            ],
-        ]
-        digest.update(json.dumps(shape, separators=(",", ":")).encode())
+        digest.update(_shape(decl))
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+_SHAPES: weakref.WeakKeyDictionary[Declaration, bytes] = weakref.WeakKeyDictionary()
+
+
+def _shape(decl: Declaration) -> bytes:
+    known = _SHAPES.get(decl)
+    if known is not None:
+        return known
+    shape: list[Any] = [
+        decl.name,
+        decl.initial,
+        decl.final,
+        [[s.name, s.effect] for s in decl.states.values()],
+        [[i.name, i.kind, list(i.states), list(i.offers)] for i in decl.inputs.values()],
+        sorted(decl.guards),
+        sorted(decl.emits),
+        [
+            [t.trigger, t.source, t.dest, t.guards, t.unless, t.emits, t.auto, t.reason]
+            for t in decl.transitions
+        ],
+    ]
+    text = json.dumps(shape, separators=(",", ":")).encode()
+    _SHAPES[decl] = text
+    return text
 
 
 # --- the header ---------------------------------------------------------------------------------
@@ -292,18 +307,20 @@ class JournaledLoopMachine(LoopMachine):
         there (a driver fails the run)."""
         self.entries: list[dict[str, Any]] = []
         try:
-            self.header: dict[str, Any] = {
-                "format": JOURNAL_FORMAT,
-                "declaration": self.declaration.name,
-                "declaration_hash": declaration_hash(self),
-                "prompts": [encode_message(m) for m in prompts],
-                "context": encode_context(context),
-                "model": encode_model(config.model),
-                "reasoning": config.reasoning,
-                "tool_execution": config.tool_execution,
-                "hooks": [name for name in HOOK_NAMES if getattr(config, name) is not None],
-                "continuing": continuing,
-            }
+            self.header: dict[str, Any] = RecordData(
+                {
+                    "format": JOURNAL_FORMAT,
+                    "declaration": self.declaration.name,
+                    "declaration_hash": declaration_hash(self),
+                    "prompts": [encode_message(m) for m in prompts],
+                    "context": encode_context(context),
+                    "model": encode_model(config.model),
+                    "reasoning": config.reasoning,
+                    "tool_execution": config.tool_execution,
+                    "hooks": [name for name in HOOK_NAMES if getattr(config, name) is not None],
+                    "continuing": continuing,
+                }
+            )
         except RecordError as exc:
             raise JournalError(f"the run cannot be recorded: {exc}") from None
 
@@ -328,6 +345,7 @@ class JournaledLoopMachine(LoopMachine):
             self.journal_error = JournalError(f"the run cannot be recorded further: {exc}")
             return step
         if entry is not None:
+            entry = RecordData(entry)  # JSON data by construction: encoded once, unchecked
             entry["clock"] = clock.readings
             # the driver takes new entries from here after each step and writes them through
             # the run's journal (agentcore_fsm.runtime.recording): feed calls nobody

@@ -149,6 +149,8 @@ class StoreJournal:
         self.signal = signal
         """Threaded: a store call this signal interrupts by firing is given up at once."""
         self._hanging: _Call | None = None  # a call given up that has not answered yet
+        self._many_of: type | None = None  # the store class _many_ok was found for
+        self._many_ok = False
 
     def __str__(self) -> str:
         return f"run {self.run_id!r} in {self.store!r}"
@@ -224,9 +226,20 @@ class StoreJournal:
                 f"cannot be trusted"
             )
 
+    def _many(self) -> Callable[..., None] | None:
+        """The store's ``append_many`` to write with (see :func:`_append_many`); which method
+        that is depends on the store's class alone, so it is looked up once."""
+        cls = type(self.store)
+        if self._many_of is not cls:
+            self._many_of, self._many_ok = cls, _append_many(self.store) is not None
+        if not self._many_ok:
+            return None
+        append_many: Callable[..., None] = getattr(self.store, "append_many")  # noqa: B009
+        return append_many
+
     def _append(self, seq: int, entries: Sequence[dict[str, Any]]) -> None:
-        store, run_id, owner, lease_s = self.store, self.run_id, self.owner, self.lease_s
-        append_many = _append_many(store)
+        run_id, owner, lease_s = self.run_id, self.owner, self.lease_s
+        append_many = self._many()
         if append_many is not None:
             self._done(
                 "append_many", append_many(run_id, seq, entries, owner=owner, lease_s=lease_s)
@@ -239,8 +252,8 @@ class StoreJournal:
             )
 
     def _close(self, seq: int, entries: Sequence[dict[str, Any]], end_reason: str | None) -> None:
-        store, run_id, owner = self.store, self.run_id, self.owner
-        append_many = _append_many(store)
+        run_id, owner = self.run_id, self.owner
+        append_many = self._many()
         if append_many is not None and end_reason is not None:
             # the last entries and the end in one transaction
             answer = append_many(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from agentcore_fsm.persist.codec import record_text
 from agentcore_fsm.persist.store_rules import (
     RunExistsError,
     RunInfo,
@@ -100,6 +101,18 @@ _APPEND_STATE = (
     "FROM runs WHERE run_id = ?1"
 )
 _INSERT = "INSERT INTO entries (run_id, seq, data) VALUES (?, ?, ?)"
+# an append's checks and its lease renewal (or the run's end) in one statement: it changes the
+# run's row only when the run is running, ``owner`` holds it and it holds exactly ``seq``
+# entries; when it changes nothing, _APPEND_STATE says why
+_CHECKED = (
+    " WHERE run_id = ?2 AND status = 'running' AND owner = ?3"
+    " AND (SELECT COALESCE(MAX(seq) + 1, 0) FROM entries WHERE run_id = ?2) = ?4"
+)
+_APPEND_RENEW = "UPDATE runs SET lease_until = ?1" + _CHECKED
+_APPEND_FINISH = (
+    "UPDATE runs SET status = 'finished', end_reason = ?1, owner = NULL, lease_until = NULL"
+    + _CHECKED
+)
 _RENEW = "UPDATE runs SET lease_until = ? WHERE run_id = ?"
 _LEASE = "UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?"
 _FINISH = (
@@ -294,7 +307,7 @@ class SqliteRunStore:
         check_run_id(run_id)
         check_text(run_id, "session id", session_id, optional=True)
         check_text(run_id, "owner", owner)
-        text = dumps(header, run_id, "header")
+        text = record_text(header) or dumps(header, run_id, "header")
         with self._lock:
             conn = self._live(run_id)
             now = time.time()
@@ -348,33 +361,32 @@ class SqliteRunStore:
     ) -> None:
         """Append entries number ``seq``, ``seq + 1``, ... and renew the lease, in one
         transaction (all or none): what a journal writes when entries piled up. With
-        ``end_reason``, the same transaction marks the run finished (as :meth:`finish`)."""
+        ``end_reason``, the same transaction marks the run finished (as :meth:`finish`).
+
+        The transaction is three statements: one that checks the run (running, held by
+        ``owner``, holding ``seq`` entries) and renews its lease (or ends it), the inserts (one
+        ``executemany``), the commit; the checks' answers are only read when they fail, to
+        say what is wrong."""
         rows = [
-            (run_id, seq + i, dumps(e, run_id, f"entry {seq + i}")) for i, e in enumerate(entries)
+            (run_id, seq + i, record_text(e) or dumps(e, run_id, f"entry {seq + i}"))
+            for i, e in enumerate(entries)
         ]
+        first: str | float  # the end reason, or the lease's new end
         if end_reason is not None:
             check_text(run_id, "end reason", end_reason)
+            checked, first = _APPEND_FINISH, end_reason
         elif not rows:
             return
+        else:
+            checked, first = _APPEND_RENEW, time.time() + lease_s
         with self._lock:
             conn = self._live(run_id)
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    row = conn.execute(_APPEND_STATE, (run_id,)).fetchone()
-                    if row is None:
-                        raise self._unknown(run_id)
-                    status, reason, holder, last = row
-                    if status != "running" or holder != owner:
-                        check_owner(run_id, status, reason, holder, owner, "be appended to")
-                    count = 0 if last is None else last + 1
-                    if seq != count:
-                        check_seq(run_id, seq, count)
+                    if conn.execute(checked, (first, run_id, owner, seq)).rowcount != 1:
+                        self._refuse_append(conn, run_id, seq, owner)
                     conn.executemany(_INSERT, rows)
-                    if end_reason is None:
-                        conn.execute(_RENEW, (time.time() + lease_s, run_id))
-                    else:
-                        conn.execute(_FINISH, (end_reason, run_id))
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -386,6 +398,19 @@ class SqliteRunStore:
                 raise self._error(exc, run_id, what) from exc
             except UnicodeEncodeError:  # an id that cannot be stored names no run
                 raise self._unknown(run_id) from None
+
+    def _refuse_append(self, conn: sqlite3.Connection, run_id: str, seq: int, owner: str) -> None:
+        """An append's checks failed: raise what is wrong (no such run, finished, held by
+        another owner, another number of entries), in the order :meth:`append_many` checks."""
+        row = conn.execute(_APPEND_STATE, (run_id,)).fetchone()
+        if row is None:
+            raise self._unknown(run_id)
+        status, reason, holder, last = row
+        check_owner(run_id, status, reason, holder, owner, "be appended to")
+        check_seq(run_id, seq, 0 if last is None else last + 1)
+        raise RunStoreError(  # pragma: no cover - the checks above found what failed
+            f"run {run_id!r} in the run store {self.path!r} refused entry {seq}"
+        )
 
     def finish(self, run_id: str, end_reason: str, *, owner: str) -> None:
         check_text(run_id, "end reason", end_reason)

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from agentcore_fsm.persist.codec import record_text
 from agentcore_fsm.persist.sqlite_store import SCHEMA_VERSION, SqliteRunStore
 from agentcore_fsm.persist.store_rules import (
     JournalConflictError,
@@ -157,7 +158,7 @@ class MemoryRunStore:
         check_run_id(run_id)
         check_text(run_id, "session id", session_id, optional=True)
         check_text(run_id, "owner", owner)
-        text = dumps(header, run_id, "header")
+        text = record_text(header) or dumps(header, run_id, "header")
         with self._lock:
             if self._closed:
                 raise RunStoreError(f"run {run_id!r}: the in-memory store has been closed")
@@ -197,7 +198,9 @@ class MemoryRunStore:
     ) -> None:
         """Append entries number ``seq``, ``seq + 1``, ... and renew the lease, all or none;
         with ``end_reason``, mark the run finished too (as :meth:`finish`)."""
-        texts = [dumps(e, run_id, f"entry {seq + i}") for i, e in enumerate(entries)]
+        texts = [
+            record_text(e) or dumps(e, run_id, f"entry {seq + i}") for i, e in enumerate(entries)
+        ]
         if end_reason is not None:
             check_text(run_id, "end reason", end_reason)
         with self._lock:

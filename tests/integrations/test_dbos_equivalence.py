@@ -6,9 +6,10 @@ DBOS needs every agent registered before it is launched, and launching it is slo
 launched once here, with one ``DurableAgent`` per run: the runs are a fixed set drawn from the
 generator (derandomized), nine picked greedily to cover as many of the generator's kinds of
 values as nine runs can (hook values valid and invalid, hooks that raise, tools that raise or
-return ``details`` JSON cannot hold, surrogates, approvals). Two things of the generator are left out, because a durable run does not have
-them: aborts (a durable run has no abort signal: docs/durable.md; DBOS cancels a workflow
-instead) and parallel tool calls (a durable run forces ``tool_execution="sequential"``).
+return ``details`` JSON cannot hold, surrogates, approvals). Two things of the generator are
+left out, because a durable run does not have them: aborts (a durable run has no abort
+signal: docs/durable.md; DBOS cancels a workflow instead) and parallel tool calls (a durable
+run forces ``tool_execution="sequential"``).
 Approvals are answered in memory by ``decide_approval`` and on DBOS by ``send_decision`` with
 the very same decision (sent as soon as the workflow exists; DBOS keeps a message until the
 call waits for it).
