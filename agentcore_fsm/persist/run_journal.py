@@ -45,6 +45,7 @@ from agentcore_fsm.persist.store import (
     StoredRun,
     default_owner,
 )
+from agentcore_fsm.persist.store_rules import retire_owner
 
 __all__ = ["DEFAULT_CALL_TIMEOUT_S", "DEFAULT_LEASE_S", "RunJournal", "StoreJournal"]
 
@@ -288,7 +289,14 @@ class StoreJournal:
         transaction; or append them and give up the run's lease (``None``)."""
         if self._hanging is not None and not entries and end_reason is None:
             return  # the lease is given back once the hanging call answers
-        await self._call("close", self._close, seq, entries, end_reason)
+        try:
+            await self._call("close", self._close, seq, entries, end_reason)
+        except BaseException:
+            # the run is over here, and the store may still name this journal as the lease's
+            # holder: this process's other runners may take it over (resume it) once the store
+            # works again, instead of waiting for this process to exit
+            retire_owner(self.owner)
+            raise
 
     async def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``: on the event loop, or (threaded) in a worker thread, given up after

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -165,6 +166,23 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+_RETIRED: set[str] = set()
+_RETIRED_LOCK = threading.Lock()
+
+
+def retire_owner(owner: str) -> None:
+    """Say that this process will never write as ``owner`` again (its run is over here) while
+    the store may still name it as a lease's holder: a run journal whose lease could not be
+    given back (the store failed as the run ended). Another runner of this process may then
+    take that lease over at once; other processes treat it as before (a live process's)."""
+    with _RETIRED_LOCK:
+        _RETIRED.add(owner)
+
+
+def _retired(holder: str) -> bool:
+    return holder in _RETIRED
+
+
 def pid_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
@@ -211,7 +229,7 @@ def check_acquire(
         return
     pid = local_pid(holder)
     if pid is not None:
-        if not pid_alive(pid):
+        if not pid_alive(pid) or (pid == os.getpid() and _retired(holder)):
             return
         raise RunOwnedError(
             f"run {run_id!r} is held by {holder!r}, a live process of this host; it cannot be "
@@ -261,7 +279,7 @@ def check_session_acquire(
         return
     pid = local_pid(holder)
     if pid is not None:
-        if not pid_alive(pid):
+        if not pid_alive(pid) or (pid == os.getpid() and _retired(holder)):
             return
         raise SessionBusyError(
             f"session {session_id!r} has another writer: {holder!r}, a live process of this "

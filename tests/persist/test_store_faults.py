@@ -166,3 +166,53 @@ async def test_a_run_that_lost_its_lease_ends_once_and_is_resumed_by_the_new_own
         store.acquire("r", "elsewhere:1:newowner", lease_s=-1.0)
         store.release("r", "elsewhere:1:newowner")
     await _resume_to_the_end(path, tools)
+
+
+class DownStore(FlakyStore):
+    """A store that refuses every write while ``failing``: the appends, and giving the run's
+    lease back too (the database is locked, the disk is gone)."""
+
+    def release(self, run_id: str, owner: str) -> None:
+        if self.failing:
+            raise RunStoreError(f"run {run_id!r} in the run store {self.path!r}: disk I/O error")
+        super().release(run_id, owner)
+
+
+async def test_a_run_whose_lease_could_not_be_given_back_is_resumed_in_the_same_process(
+    tmp_path: Path,
+) -> None:
+    """The run ended (as data) while the store could not even take its lease back: the lease
+    names a live process — this one — but its run is over here, so once the store works again
+    another runner of this process (a fresh store object, ``resume_run``) takes it over."""
+    path = tmp_path / "runs.db"
+    tools = Tools()
+    recorder = EventRecorder()
+    with DownStore(path) as store:
+
+        def store_down() -> None:
+            store.failing = True
+
+        tools.during = store_down
+        messages = await _run(store, tools, recorder)
+        assert check_run(recorder.events, messages).reason == "error"
+        held = store.load("r")
+        assert held.status == "running" and held.owner is not None  # not given back
+        store.failing = False
+    with SqliteRunStore(path) as store:  # another runner of this process
+        stored = store.load("r")
+        assert stored.owner == held.owner  # the ended journal's owner still holds it
+        answered = sum(e["input"] in ("stream_done", "stream_error") for e in stored.entries)
+        resumed = EventRecorder()
+        messages = await resume_run(
+            "r",
+            store,
+            AgentLoopConfig(model=MODEL),
+            resumed,
+            tools=tools.tools(),
+            stream_fn=FauxProvider(RESPONSES[answered:]),
+        )
+        done = store.load("r")
+        assert done.status == "finished" and done.end_reason == "completed"
+        assert done.owner is None
+    assert messages[-1].text() == "all done"
+    assert set(tools.runs.values()) == {1}, tools.runs  # every call ran once, across both
