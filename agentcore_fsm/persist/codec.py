@@ -51,6 +51,9 @@ from agentcore_fsm.core.messages import (
     MESSAGE_ADAPTER,
     AssistantMessage,
     Model,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
@@ -137,7 +140,9 @@ def record_text(value: Any) -> str | None:
     if value.__class__ is not RecordData:
         return None
     try:
-        return to_json(value, inf_nan_mode="constants").decode()
+        # a plain dict copy of the top level: pydantic serializes a dict subclass by a slower
+        # path (for the whole tree), twice the time of the copy and a dict's serialization
+        return to_json(dict(value), inf_nan_mode="constants").decode()
     except Exception:  # a surrogate: the escaping writer takes it
         return None
 
@@ -225,25 +230,38 @@ def registered_message_types() -> dict[str, type[BaseModel]]:
     return dict(_BY_NAME)
 
 
-def _loose(model: BaseModel) -> list[Any] | None:
-    """The values of a library model's fields that may hold anything (a result's details, a
-    tool call's arguments); None for a model whose fields are not all known."""
-    cls = type(model)
-    if cls in (ToolResultMessage, AgentToolResult, AfterToolCallResult):
-        return [model.details]  # type: ignore[attr-defined]
+_RESULTS = (ToolResultMessage, AgentToolResult, AfterToolCallResult)
+_TYPED = (UserMessage, Model, BeforeToolCallResult)
+_NO_ARGUMENTS = (TextContent, ThinkingContent)
+
+
+def _loose_is_json(model: BaseModel) -> bool:
+    """Whether ``model`` is a library model whose fields that may hold anything (a result's
+    details, a tool call's arguments) hold JSON data: then every field is typed or JSON data,
+    and pydantic's JSON mode gives what :func:`~agentcore_fsm.core.boundary.json_data` would.
+    False for a model whose fields are not all known."""
+    cls = model.__class__
+    if cls in _RESULTS:
+        return is_json_data(model.details)  # type: ignore[attr-defined]
     if cls is AssistantMessage:
-        return [getattr(b, "arguments", None) for b in model.content]  # type: ignore[attr-defined]
-    if cls in (UserMessage, Model, BeforeToolCallResult):
-        return []
-    return None
+        for block in model.content:  # type: ignore[attr-defined]
+            kind = block.__class__
+            if kind is ToolCall:
+                if not is_json_data(block.arguments):
+                    return False
+            elif kind not in _NO_ARGUMENTS and not is_json_data(getattr(block, "arguments", None)):
+                # (pydantic's getattr of a missing name is slow: the known blocks skip it)
+                return False
+        return True
+    return cls in _TYPED
 
 
 def _dump(model: BaseModel) -> Any:
-    loose = _loose(model)
-    if loose is not None and all(is_json_data(v) for v in loose):
-        # the other fields are typed: pydantic's JSON mode is json_data for them, and faster
+    if _loose_is_json(model):
+        # the other fields are typed: pydantic's JSON mode is json_data for them, and faster;
+        # its serializer is called directly (model_dump's keyword handling costs as much)
         try:
-            return model.model_dump(mode="json")
+            return model.__class__.__pydantic_serializer__.to_python(model, mode="json")
         except Exception:  # a dict key that is a lone surrogate, say
             pass
     return json_data(model.model_dump(mode="python"))

@@ -139,8 +139,20 @@ class RunSnapshot(BaseModel):
 
 def declaration_hash(machine: LoopMachine) -> str:
     """A hash of the declarations a loop machine runs (the loop's and the tool call's): see
-    :func:`declarations_hash`."""
-    return declarations_hash(machine.declaration, machine.call_declaration)
+    :func:`declarations_hash`. Worked out once per pair of declaration objects (every journaled
+    run's header holds it; a declaration is frozen)."""
+    loop, call = machine.declaration, machine.call_declaration
+    known = _PAIRS.get(loop)
+    if known is not None and known[0]() is call:
+        return known[1]
+    value = declarations_hash(loop, call)
+    _PAIRS[loop] = (weakref.ref(call), value)
+    return value
+
+
+_PAIRS: weakref.WeakKeyDictionary[Declaration, tuple[weakref.ref[Declaration], str]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def current_declaration_hash() -> str:

@@ -22,7 +22,14 @@ What the driver guarantees a journal (docs/survive.md#what-is-durable-when):
   ``close`` gets the rest;
 * a raise from ``open`` is raised out of the run before anything happened; a raise from
   ``append`` ends the run as an error (``agent_end`` with reason ``"error"``, whose text names
-  the journal and the cause) and nothing more is appended; a raise from ``close`` is logged.
+  the journal and the cause) and nothing more is appended; a raise from ``close`` is logged;
+* ``append`` and ``close`` are never cut half way by a cancellation: each is awaited in a
+  shielded cancel scope, unless the journal has an attribute ``writes_synchronously`` that is
+  ``True``. A journal says so when its ``append`` and ``close`` never suspend (they await
+  nothing that could yield to the event loop, so no cancellation can reach them), as a
+  :class:`StoreJournal` that writes on the event loop does; the driver then spares the cancel
+  scope (on trio it costs more than a SQLite commit's bookkeeping). The attribute is optional
+  and not part of the protocol's checked members: a journal without it is shielded.
 """
 
 from __future__ import annotations
@@ -152,6 +159,19 @@ class StoreJournal:
         self._hanging: _Call | None = None  # a call given up that has not answered yet
         self._many_of: type | None = None  # the store class _many_ok was found for
         self._many_ok = False
+
+    @property
+    def writes_synchronously(self) -> bool:
+        """True when the store is called on the event loop (not ``threaded``): then ``append``
+        and ``close`` never suspend, so the driver awaits them without a shielded cancel scope
+        (see the module's documentation). False for a subclass that overrides either (it may
+        await something)."""
+        cls = type(self)
+        return (
+            not self.threaded
+            and cls.append is StoreJournal.append
+            and cls.close is StoreJournal.close
+        )
 
     def __str__(self) -> str:
         return f"run {self.run_id!r} in {self.store!r}"

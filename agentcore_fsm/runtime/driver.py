@@ -188,7 +188,10 @@ async def _drive(
         finally:
             if recorder is not None:
                 assert journal is not None
-                with anyio.CancelScope(shield=True):
+                if recorder.shield:
+                    with anyio.CancelScope(shield=True):
+                        await _close(journal, machine, recorder)
+                else:  # a journal whose writes never suspend: nothing can cut them
                     await _close(journal, machine, recorder)
         if driver.suspended is not None:
             raise RunSuspended(run_id or "", driver.suspended, machine.new_messages)

@@ -308,8 +308,9 @@ class Driver:
             if recorder is not None and step.effects and recorder.behind:
                 if _must_be_recorded(step.effects, recorder.outcome_pending):
                     # what must not be lost is written before anyone hears of what follows
-                    # (docs/survive.md#what-is-durable-when)
-                    await self._record_first()
+                    # (docs/survive.md#what-is-durable-when); a journal that fails ends the
+                    # run with that failure
+                    await recorder.durable()
             if step.events:
                 await self._deliver(step.events)
             if step.run_over:
@@ -367,11 +368,13 @@ class Driver:
     # --- the ports: feeding and performing, observed and journaled --------------------------
 
     def _feed_journaled(self, input: Input) -> Step:
+        # the machine keeps the new entries; the recorder writes them when _process says
         step = self.m.feed(input)
         recorder = self._recorder
         assert recorder is not None
-        recorder.take()
-        kind = type(input)
+        if recorder.machine.journal_error is not None:
+            recorder.take()  # an input the record cannot hold: the journal fails
+        kind = input.__class__
         if kind is ToolFinished or (kind is StreamEvent and step.stream_over):
             recorder.outcome_pending = True  # a model's answer, a tool's result
         return step
@@ -386,12 +389,6 @@ class Driver:
         assert watch is not None
         watch.input_fed(input, step, history[mark:])
         return step
-
-    async def _record_first(self) -> None:
-        """Write every entry so far (a journal that fails ends the run with that failure)."""
-        recorder = self._recorder
-        assert recorder is not None
-        await recorder.durable()
 
     async def _perform_observed(self, effects: list[Effect]) -> Step:
         main = None

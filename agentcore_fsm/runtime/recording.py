@@ -55,19 +55,25 @@ class JournalWriteError(Exception):
 
 
 class Recorder:
-    """Keeps the entries of ``machine`` from entry number ``written`` on (what the journal
-    already holds) and writes them through ``journal`` when asked: :meth:`take` after every
-    input, :meth:`durable` where the run needs them written, and hand the :meth:`rest` to the
-    journal's ``close`` when the run is over."""
+    """Keeps track of the entries of ``machine`` from entry number ``written`` on (what the
+    journal already holds) and writes them through ``journal`` when asked: :meth:`take` after
+    every input, :meth:`durable` where the run needs them written, and hand the :meth:`rest` to
+    the journal's ``close`` when the run is over.
+
+    The entries not written yet are the machine's, from ``written`` on: the machine only
+    appends to its list, and stops appending once an input could not be made an entry, so the
+    recorder copies nothing until it writes. Each write is made in a shielded cancel scope (a
+    write is never cut half way), unless the journal says its writes cannot be cut
+    (``writes_synchronously``, see :class:`~agentcore_fsm.persist.run_journal.RunJournal`):
+    a cancel scope there would only cost time."""
 
     __slots__ = (
-        "_pending",
         "error",
         "journal",
         "machine",
         "on_failure",
         "outcome_pending",
-        "taken",
+        "shield",
         "written",
     )
 
@@ -81,38 +87,39 @@ class Recorder:
                 f"{len(entries)}: the machine is not the one of this record"
             )
         self.written = written  # entries the journal holds
-        self.taken = written  # entries handed to the recorder
-        self._pending: list[dict[str, Any]] = []
         self.outcome_pending = False
         """A model's answer or a tool's result is among the entries not written yet (the
         driver says so)."""
         self.error: JournalWriteError | None = None
         self.on_failure: Callable[[JournalWriteError], None] | None = None
+        self.shield = getattr(journal, "writes_synchronously", False) is not True
+        """Whether each write is made in a shielded cancel scope."""
         self.take()
 
     def take(self) -> None:
-        """Take the entries the machine made since the last call (to be written)."""
-        machine = self.machine
-        entries = machine.entries
-        count = len(entries)
-        if machine.journal_error is not None and self.error is None:
-            self._failed(machine.journal_error)  # an input the record cannot hold: stop here
-        if count != self.taken:
-            if self.error is None:
-                self._pending.extend(entries[self.taken : count])
-            self.taken = count
+        """After an input: an input the record cannot hold stops the recorder (nothing is
+        written from there on) and the driver is told."""
+        error = self.machine.journal_error
+        if error is not None and self.error is None:
+            self._failed(error)
 
     @property
     def behind(self) -> bool:
-        """Some entries taken are not written yet."""
-        return self.written < self.taken
+        """Some entries are not written yet (and the journal has not failed)."""
+        return self.error is None and self.written < len(self.machine.entries)
 
     async def durable(self) -> bool:
-        """Write every entry taken so far, in one write; False when the journal failed."""
-        if self._pending and self.error is None:
-            batch, self._pending = self._pending, []
+        """Write every entry so far, in one write; False when the journal failed."""
+        if self.error is not None:
+            return False
+        entries = self.machine.entries
+        if self.written < len(entries):
+            batch = entries[self.written :]
             try:
-                with anyio.CancelScope(shield=True):  # a write is never cut half way
+                if self.shield:
+                    with anyio.CancelScope(shield=True):  # a write is never cut half way
+                        await self.journal.append(self.written, batch)
+                else:
                     await self.journal.append(self.written, batch)
             except Exception as exc:
                 self._failed(exc)
@@ -125,8 +132,8 @@ class Recorder:
         """When the run is over: the number of the first entry not written yet and the entries
         from there (none when the journal failed), for the journal's ``close``."""
         self.take()
-        rest, self._pending = self._pending, []
         seq = self.written
+        rest = [] if self.error is not None else self.machine.entries[seq:]
         self.written += len(rest)
         return seq, rest
 
@@ -136,7 +143,6 @@ class Recorder:
         )
         error.__cause__ = exc
         self.error = error
-        self._pending = []
         on_failure = self.on_failure
         if on_failure is not None:
             on_failure(error)
