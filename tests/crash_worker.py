@@ -77,6 +77,9 @@ class Worker:
         self.point = point
         self.who = who
         self.hold = hold
+        # a race: the winner's tools wait until the loser has been refused (this file exists),
+        # so that the loser always meets a run that is held, never one already finished
+        self.wait_for: Path | None = None
         self.counts: dict[str, int] = {}
         self.c1_wrote = anyio.Event() if point == "parallel" else None
 
@@ -95,7 +98,12 @@ class Worker:
 
     def tools(self) -> list[AgentTool]:
         async def run(call_id: str, args: Any, text: str) -> AgentToolResult:
-            await anyio.sleep(self.hold)
+            if self.wait_for is not None:
+                with anyio.move_on_after(20):  # a bound, should the loser never report
+                    while not self.wait_for.exists():
+                        await anyio.sleep(0.005)
+            else:
+                await anyio.sleep(self.hold)
             if self.point == f"tool:{call_id}:before":
                 die()
             self.effect(call_id)
@@ -194,11 +202,13 @@ async def main(argv: list[str]) -> int:
         return 0
     hold = float(argv[5]) if len(argv) > 5 else 0.0
     worker = Worker(effects, events, "none", f"resumer{os.getpid()}", hold)
+    lost: Path | None = None
     if len(argv) > 7:  # a race: wait until every racer got here (a file each in a folder)
         folder, racers = Path(argv[6]), int(argv[7])
         (folder / str(os.getpid())).touch()
-        while len(list(folder.iterdir())) < racers:
+        while len([f for f in folder.iterdir() if f.name.isdigit()]) < racers:
             await anyio.sleep(0.005)
+        lost = worker.wait_for = folder / "lost"
     store = SqliteRunStore(db)
     entries = store.load(RUN_ID).entries
     try:
@@ -212,6 +222,8 @@ async def main(argv: list[str]) -> int:
         )
     except RunOwnedError as exc:
         print(f"owned: {exc}", flush=True)
+        if lost is not None:
+            lost.touch()
         return 3
     print("resumed", flush=True)
     return 0
