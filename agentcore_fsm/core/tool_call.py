@@ -154,13 +154,11 @@ class ToolCallMachine(DeclaredMachine):
     # written here, by the input's handler, before the machine fires or offers the trigger.
 
     def begin(self) -> bool:
-        """Offer ``begin`` (the loop does, in source order): once the loop lets this call begin
-        (``may_begin``), look its tool up and copy its arguments and, when they are final (the
-        tool has no ``prepare_arguments``), validate them; then offer the trigger. True if it
-        was taken."""
-        if not self.loop.may_begin_call(self.index):
-            return False
-        if self.tool is None and self.rejection is None:
+        """Offer ``begin`` (the loop does, in source order). Once the loop lets this call begin
+        (``may_begin``), its tool is looked up and its arguments copied and, when they are
+        final (the tool has no ``prepare_arguments``), validated, first; the declared guards
+        (``may_begin`` among them) then choose the transition. True if one was taken."""
+        if self.tool is None and self.rejection is None and self.loop.may_begin_call(self.index):
             try:
                 tool = find_tool(self.loop.context.tools, self.call.name)
             except ToolCallRejected as exc:
