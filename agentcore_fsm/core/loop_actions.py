@@ -208,7 +208,7 @@ class LoopActions(DeclaredMachine):
             progress = False
             for c in calls:
                 if c.state == "new":
-                    progress = c.offer("begin")
+                    progress = c.begin()
                     break
             for c in calls:
                 state = c.state

@@ -124,10 +124,10 @@ class ToolCallMachine(DeclaredMachine):
         self.loop = loop
         self.index = index
         self.call = call
-        self.tool: AgentTool | None = None
+        self.tool: AgentTool | None = None  # looked up by begin()
         self.raw: Any = None  # the arguments to validate (a copy; after prepare_arguments)
         self.args: Any = None  # the validated arguments
-        self._validated: bool | None = None
+        self.valid = False  # raw validated into args (see _validate)
         self.rejection: str | None = None  # why the call ended before running
         self.rejection_terminates = False  # before_tool_call blocked it with terminate=True
         self.prepare_error: BaseException | None = None
@@ -149,6 +149,28 @@ class ToolCallMachine(DeclaredMachine):
         return self.state != "new"
 
     # --- outcomes fed by the loop ---------------------------------------------------------
+    # The guards only read (docs/reference.md, "Guards only read"): what the call learns from
+    # an input (the tool looked up, the arguments copied and validated, a rejection's text) is
+    # written here, by the input's handler, before the machine fires or offers the trigger.
+
+    def begin(self) -> bool:
+        """Offer ``begin`` (the loop does, in source order). Once the loop lets this call begin
+        (``may_begin``), its tool is looked up and its arguments copied and, when they are
+        final (the tool has no ``prepare_arguments``), validated, first; the declared guards
+        (``may_begin`` among them) then choose the transition. True if one was taken."""
+        if self.tool is None and self.rejection is None and self.loop.may_begin_call(self.index):
+            try:
+                tool = find_tool(self.loop.context.tools, self.call.name)
+            except ToolCallRejected as exc:
+                self.rejection = str(exc)
+            else:
+                self.tool = tool
+                # a copy: prepare_arguments, before_tool_call and the tool may mutate the
+                # arguments; the assistant message's tool call must not change
+                self.raw = _json_copy(self.call.arguments)
+                if tool.prepare_arguments is None:
+                    self._validate()
+        return self.offer("begin")
 
     def prepared(self, value: Any, error: BaseException | None) -> None:
         if error is not None:
@@ -156,7 +178,7 @@ class ToolCallMachine(DeclaredMachine):
             self.rejection = exc_text(error)
         else:
             self.raw = value
-            self._validated = None
+            self._validate()
         self.fire("arguments_prepared")
 
     def before_returned(
@@ -181,13 +203,15 @@ class ToolCallMachine(DeclaredMachine):
                 f'requires_approval of tool "{name}" returned {describe_value(needed)}; '
                 f"expected a bool"
             )
+        if self.approval_error is not None:
+            self.rejection = self.approval_error  # the text of the call's end (rejected_end)
         self.fire("approval_checked")
 
     def decided(self, decision: ApprovalDecided) -> None:
         self.decision = decision
         if decision.approved and decision.args is not None:
-            self.raw = _json_copy(decision.args)  # validated again by arguments_valid
-            self._validated = None
+            self.raw = _json_copy(decision.args)  # the approver's arguments, validated again
+            self._validate()
         self.fire("decided")
 
     def tool_finished(self, result: AgentToolResult, is_error: bool, after_abort: bool) -> None:
@@ -199,38 +223,36 @@ class ToolCallMachine(DeclaredMachine):
         self.result, self.is_error = result, is_error
         self.fire("after_returned")
 
+    def _validate(self) -> None:
+        """Validate ``raw`` (the arguments as they now stand) into ``args``; on failure
+        ``rejection`` says why. Called where the arguments become known: at ``begin`` (a tool
+        without ``prepare_arguments``), when ``prepare_arguments`` returned, when the approver
+        changed them. The guard ``arguments_valid`` reads the outcome."""
+        assert self.tool is not None
+        self.valid = False
+        try:
+            self.args = validate_arguments(self.tool, self.raw)
+            self.valid = True
+        except ToolCallRejected as exc:
+            self.rejection = str(exc)
+        except Exception as exc:  # formatting junk arguments failed: still name the tool
+            self.rejection = f'Validation failed for tool "{self.call.name}": {exc_text(exc)}'
+
     # --- guards ---------------------------------------------------------------------------
+    # Each reads the call's data (and its loop's, through CallOwner) and returns a bool;
+    # none writes anything (tests/property/test_pure_guards.py).
 
     def _guard_may_begin(self) -> bool:
         return self.loop.may_begin_call(self.index)
 
     def _guard_tool_found(self) -> bool:
-        if self.tool is None:
-            try:
-                self.tool = find_tool(self.loop.context.tools, self.call.name)
-            except ToolCallRejected as exc:
-                self.rejection = str(exc)
-                return False
-            # a copy: prepare_arguments, before_tool_call and the tool may mutate the
-            # arguments; the assistant message's tool call must not change
-            self.raw = _json_copy(self.call.arguments)
-        return True
+        return self.tool is not None
 
     def _guard_has_prepare(self) -> bool:
         return self.tool is not None and self.tool.prepare_arguments is not None
 
     def _guard_arguments_valid(self) -> bool:
-        if self._validated is None:
-            assert self.tool is not None
-            try:
-                self.args = validate_arguments(self.tool, self.raw)
-                self._validated = True
-            except ToolCallRejected as exc:
-                self.rejection, self._validated = str(exc), False
-            except Exception as exc:  # formatting junk arguments failed: still name the tool
-                self.rejection = f'Validation failed for tool "{self.call.name}": {exc_text(exc)}'
-                self._validated = False
-        return self._validated
+        return self.valid
 
     def _guard_prepare_failed(self) -> bool:
         return self.prepare_error is not None
@@ -246,10 +268,7 @@ class ToolCallMachine(DeclaredMachine):
         return tool is not None and callable(tool.requires_approval) and not self.approval_asked
 
     def _guard_approval_check_failed(self) -> bool:
-        if self.approval_error is not None:
-            self.rejection = self.approval_error
-            return True
-        return False
+        return self.approval_error is not None
 
     def _guard_needs_approval(self) -> bool:
         tool = self.tool
