@@ -57,7 +57,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -338,25 +338,41 @@ async def time_sequential(
     w: Workload, iterations: int, warmup: int, setup: Setup
 ) -> tuple[float, float]:
     """Median µs per run of each side, runs alternating; every run is checked after its timer."""
-    clock = time.perf_counter_ns
     context, config = setup.context, setup.config
-    ours: list[int] = []
-    minimal: list[int] = []
-    for i in range(warmup + iterations):
+
+    async def pair(i: int) -> tuple[int, int]:
         run = setup.ours(w)
-        t0 = clock()
-        await run(context, config)
-        t1 = clock()
+        ours = await _timed(lambda: run(context, config))
         run.check(w)
         base = setup.minimal(w)
-        t2 = clock()
-        await base()
-        t3 = clock()
+        minimal = await _timed(base)
         base.check(w)
+        return ours, minimal
+
+    return await _medians(pair, iterations, warmup)
+
+
+async def _timed(run: Callable[[], Awaitable[Any]]) -> int:
+    """How long ``await run()`` took, in ns."""
+    clock = time.perf_counter_ns
+    t0 = clock()
+    await run()
+    return clock() - t0
+
+
+async def _medians(
+    pair: Callable[[int], Awaitable[tuple[int, int]]], iterations: int, warmup: int
+) -> tuple[float, float]:
+    """The median µs of each side of ``pair(i)`` (two timings in ns) over ``iterations`` pairs
+    after ``warmup`` untimed ones."""
+    first: list[int] = []
+    second: list[int] = []
+    for i in range(warmup + iterations):
+        a, b = await pair(i)
         if i >= warmup:
-            ours.append(t1 - t0)
-            minimal.append(t3 - t2)
-    return statistics.median(ours) / 1000, statistics.median(minimal) / 1000
+            first.append(a)
+            second.append(b)
+    return statistics.median(first) / 1000, statistics.median(second) / 1000
 
 
 async def time_journaled(
@@ -366,28 +382,21 @@ async def time_journaled(
     ``path`` and of the same run in memory, alternating; every run is checked."""
     from agentcore_fsm.persist.store import SqliteRunStore
 
-    clock = time.perf_counter_ns
     context, config = setup.context, setup.config
-    journaled: list[int] = []
-    plain: list[int] = []
     with SqliteRunStore(path) as store:
-        for i in range(warmup + iterations):
+
+        async def pair(i: int) -> tuple[int, int]:
             run = OurRun(w, setup.model, {"store": store, "run_id": f"bench-{i}"})
-            t0 = clock()
-            await run(context, config)
-            t1 = clock()
+            journaled = await _timed(lambda: run(context, config))
             run.check(w)
             if store.load(f"bench-{i}").status != "finished":
                 raise BenchError(f"{w.name}: the journaled run was not marked finished")
             base = setup.ours(w)
-            t2 = clock()
-            await base(context, config)
-            t3 = clock()
+            plain = await _timed(lambda: base(context, config))
             base.check(w)
-            if i >= warmup:
-                journaled.append(t1 - t0)
-                plain.append(t3 - t2)
-    return statistics.median(journaled) / 1000, statistics.median(plain) / 1000
+            return journaled, plain
+
+        return await _medians(pair, iterations, warmup)
 
 
 async def _timed_batch(start: Callable[[anyio.abc.TaskGroup], None]) -> int:

@@ -18,7 +18,7 @@ import datetime
 import enum
 import math
 import reprlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, TypeVar, get_args
@@ -449,34 +449,27 @@ def is_json_data(value: Any) -> bool:
     while stack:
         item, depth = pop()
         cls = item.__class__
+        subs: Iterable[Any]
         if cls is dict:
-            if depth >= _MAX_DEPTH:
-                return False
-            for key, sub in item.items():
+            for key in item:
                 if key.__class__ is not str:
                     return False
-                kind = sub.__class__
-                if kind is str or kind is int or kind is bool or sub is None:
-                    continue
-                if kind is float:
-                    if not math.isfinite(sub):
-                        return False
-                    continue
-                push((sub, depth + 1))
+            subs = item.values()
         elif cls is list:
-            if depth >= _MAX_DEPTH:
-                return False
-            for sub in item:
-                kind = sub.__class__
-                if kind is str or kind is int or kind is bool or sub is None:
-                    continue
-                if kind is float:
-                    if not math.isfinite(sub):
-                        return False
-                    continue
-                push((sub, depth + 1))
+            subs = item
         else:
             return False
+        if depth >= _MAX_DEPTH:
+            return False
+        for sub in subs:
+            kind = sub.__class__
+            if kind is str or kind is int or kind is bool or sub is None:
+                continue
+            if kind is float:
+                if not math.isfinite(sub):
+                    return False
+                continue
+            push((sub, depth + 1))
     return True
 
 

@@ -447,21 +447,22 @@ def _count(number: Any, noun: str) -> str:
     return f"{_show(number)} {plural}"
 
 
+# JSON Schema's name of each type, checked in this order (bool before int: a bool is an int)
+_JSON_TYPE_NAMES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"),
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (Mapping, "object"),
+)
+
+
 def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
+    for kind, name in _JSON_TYPE_NAMES:
+        if isinstance(value, kind):
+            return name
     return type(value).__name__
 
 

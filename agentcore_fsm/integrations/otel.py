@@ -357,6 +357,27 @@ class _Current(AbstractContextManager[None]):
         token, self.token = self.token, None
         if token is not None:
             otel_context.detach(token)  # type: ignore[arg-type]
+        self.left(exc)
+
+    def left(self, exc: BaseException | None) -> None:
+        """What a subclass does once the context is no longer current (``exc``: what the
+        block raised, if anything)."""
+
+
+class _Span(_Current):
+    """A span of one run (a model call's, a tool execution's), started when this is made and
+    current while this is entered; ``started`` is when (``time.perf_counter()``), for the
+    duration metric."""
+
+    __slots__ = ("run", "span", "started")
+
+    def __init__(
+        self, run: _RunTrace, name: str, kind: SpanKind, attributes: dict[str, Any]
+    ) -> None:
+        self.run = run
+        self.span = run.inst.tracer.start_span(name, run.context, kind, attributes)
+        super().__init__(trace.set_span_in_context(self.span, run.context))
+        self.started = time.perf_counter()
 
 
 class _RunTrace(RunObserver):
@@ -511,17 +532,15 @@ def _server(base_url: str) -> tuple[str, int] | None:
     return host, port
 
 
-class _ModelCall(AbstractContextManager[None]):
+class _ModelCall(_Span):
     """One model call's ``chat`` span, current while the driver is in the call (the stream
     function's call, its stream, its ``aclose``); it ends at the stream's terminal event, or
     when the call is left without one."""
 
-    __slots__ = ("attributes", "context", "finished", "run", "span", "started", "token")
+    __slots__ = ("attributes", "finished")
 
     def __init__(self, run: _RunTrace, request: ModelRequest) -> None:
         model, llm_context, options = request.model, request.context, request.options
-        self.run = run
-        self.token: object = None
         self.finished = False
         measured: dict[str, Any] = {
             OPERATION: "chat",
@@ -548,22 +567,9 @@ class _ModelCall(AbstractContextManager[None]):
                 )
             attributes[INPUT_MESSAGES] = _dumps([_message(m) for m in llm_context.messages])
         name = f"chat {model.id}" if model.id else "chat"
-        self.span = run.inst.tracer.start_span(name, run.context, SpanKind.CLIENT, attributes)
-        self.context = trace.set_span_in_context(self.span, run.context)
-        self.started = time.perf_counter()
+        super().__init__(run, name, SpanKind.CLIENT, attributes)
 
-    def __enter__(self) -> None:
-        self.token = otel_context.attach(self.context)
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        token, self.token = self.token, None
-        if token is not None:
-            otel_context.detach(token)  # type: ignore[arg-type]
+    def left(self, exc: BaseException | None) -> None:
         if self.run.current_call is self:
             self.run.current_call = None
         if exc is not None:
@@ -656,15 +662,13 @@ class _ModelCall(AbstractContextManager[None]):
 # --- tool executions --------------------------------------------------------------------------
 
 
-class _ToolCall(AbstractContextManager[None]):
+class _ToolCall(_Span):
     """One tool execution's ``execute_tool`` span, current while the tool runs."""
 
-    __slots__ = ("attributes", "context", "ended", "run", "span", "started", "token")
+    __slots__ = ("attributes", "ended")
 
     def __init__(self, run: _RunTrace, effect: ExecuteTool) -> None:
-        self.run = run
         self.ended = False
-        self.token: object = None
         name = effect.tool_call.name
         self.attributes: dict[str, Any] = {OPERATION: "execute_tool", TOOL_NAME: name}
         attributes = {**self.attributes, TOOL_CALL_ID: effect.tool_call.id, TOOL_TYPE: "function"}
@@ -672,24 +676,9 @@ class _ToolCall(AbstractContextManager[None]):
             attributes[TOOL_DESCRIPTION] = effect.tool.description
         if run.inst.record_content:
             attributes[TOOL_CALL_ARGUMENTS] = _dumps(_jsonable(effect.args))
-        self.span = run.inst.tracer.start_span(
-            f"execute_tool {name}", run.context, SpanKind.INTERNAL, attributes
-        )
-        self.context = trace.set_span_in_context(self.span, run.context)
-        self.started = time.perf_counter()
+        super().__init__(run, f"execute_tool {name}", SpanKind.INTERNAL, attributes)
 
-    def __enter__(self) -> None:
-        self.token = otel_context.attach(self.context)
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        token, self.token = self.token, None
-        if token is not None:
-            otel_context.detach(token)  # type: ignore[arg-type]
+    def left(self, exc: BaseException | None) -> None:
         if exc is not None:
             self.raised(exc)
 

@@ -9,11 +9,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from agentcore_fsm.persist.codec import record_text
 from agentcore_fsm.persist.store_rules import (
     RunExistsError,
     RunInfo,
@@ -23,13 +23,13 @@ from agentcore_fsm.persist.store_rules import (
     UnknownRunError,
     check_acquire,
     check_owner,
-    check_run_id,
     check_seq,
     check_session_acquire,
     check_session_names,
     check_text,
-    dumps,
+    entry_texts,
     loads,
+    new_run_text,
     status_of,
 )
 
@@ -138,6 +138,20 @@ _LIST = (
 )
 
 
+@contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction: ``BEGIN IMMEDIATE``, committed when the block ends, rolled back
+    (if still open) when it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 def _seconds(name: str, value: Any) -> float:
     """A finite number of seconds, zero or more (not a bool), for ``SqliteRunStore(name=)``."""
     expected = "a finite number of seconds >= 0"
@@ -197,9 +211,8 @@ class SqliteRunStore:
                 self._tune(conn)
                 return
             self._tune(conn)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                # another process may have created (or upgraded) it since we looked
+            # another process may have created (or upgraded) it since we looked
+            with _immediate(conn):
                 if not self._check_schema(conn):
                     version = conn.execute("PRAGMA user_version").fetchone()[0]
                     script = (
@@ -211,11 +224,6 @@ class SqliteRunStore:
                         if statement.strip():
                             conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
         except sqlite3.Error as exc:
             raise self._error(exc, None, "be opened") from exc
 
@@ -276,6 +284,24 @@ class SqliteRunStore:
             raise RunStoreError(f"{subject} run store {self.path!r} has been closed")
         return conn
 
+    @contextmanager
+    def _write(self, run_id: str | None, what: str) -> Iterator[sqlite3.Connection]:
+        """Hold the store's lock and one write transaction (``BEGIN IMMEDIATE``, committed when
+        the block ends, rolled back when it raises) on the live connection. A SQLite error
+        becomes the store error for the run (or the store) that could not ``what``; an id that
+        cannot be stored (a lone surrogate) names no run: :class:`UnknownRunError`."""
+        with self._lock:
+            conn = self._live(run_id)
+            try:
+                with _immediate(conn):
+                    yield conn
+            except sqlite3.Error as exc:
+                raise self._error(exc, run_id, what) from exc
+            except UnicodeEncodeError:
+                if run_id is None:
+                    raise
+                raise self._unknown(run_id) from None
+
     def _unknown(self, run_id: str) -> UnknownRunError:
         return UnknownRunError(f"there is no run {run_id!r} in the run store {self.path!r}")
 
@@ -304,10 +330,7 @@ class SqliteRunStore:
         owner: str,
         lease_s: float,
     ) -> None:
-        check_run_id(run_id)
-        check_text(run_id, "session id", session_id, optional=True)
-        check_text(run_id, "owner", owner)
-        text = record_text(header) or dumps(header, run_id, "header")
+        text = new_run_text(run_id, header, session_id, owner)
         with self._lock:
             conn = self._live(run_id)
             now = time.time()
@@ -323,26 +346,13 @@ class SqliteRunStore:
 
     def acquire(self, run_id: str, owner: str, *, lease_s: float) -> None:
         check_text(run_id, "owner", owner)
-        with self._lock:
-            conn = self._live(run_id)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    row = conn.execute(_STATE, (run_id,)).fetchone()
-                    if row is None:
-                        raise self._unknown(run_id)
-                    now = time.time()
-                    check_acquire(run_id, row[0], row[1], row[2], row[3], owner, now)
-                    conn.execute(_LEASE, (owner, now + lease_s, run_id))
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise self._error(exc, run_id, "be leased") from exc
-            except UnicodeEncodeError:  # an id that cannot be stored names no run
-                raise self._unknown(run_id) from None
+        with self._write(run_id, "be leased") as conn:
+            row = conn.execute(_STATE, (run_id,)).fetchone()
+            if row is None:
+                raise self._unknown(run_id)
+            now = time.time()
+            check_acquire(run_id, row[0], row[1], row[2], row[3], owner, now)
+            conn.execute(_LEASE, (owner, now + lease_s, run_id))
 
     def append(
         self, run_id: str, seq: int, entry: dict[str, Any], *, owner: str, lease_s: float
@@ -367,10 +377,7 @@ class SqliteRunStore:
         ``owner``, holding ``seq`` entries) and renews its lease (or ends it), the inserts (one
         ``executemany``), the commit; the checks' answers are only read when they fail, to
         say what is wrong."""
-        rows = [
-            (run_id, seq + i, record_text(e) or dumps(e, run_id, f"entry {seq + i}"))
-            for i, e in enumerate(entries)
-        ]
+        rows = [(run_id, seq + i, t) for i, t in enumerate(entry_texts(run_id, seq, entries))]
         first: str | float  # the end reason, or the lease's new end
         if end_reason is not None:
             check_text(run_id, "end reason", end_reason)
@@ -379,25 +386,12 @@ class SqliteRunStore:
             return
         else:
             checked, first = _APPEND_RENEW, time.time() + lease_s
-        with self._lock:
-            conn = self._live(run_id)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    if conn.execute(checked, (first, run_id, owner, seq)).rowcount != 1:
-                        self._refuse_append(conn, run_id, seq, owner)
-                    conn.executemany(_INSERT, rows)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                last = seq + len(rows) - 1
-                what = f"take entry {seq}" if last <= seq else f"take entries {seq} to {last}"
-                raise self._error(exc, run_id, what) from exc
-            except UnicodeEncodeError:  # an id that cannot be stored names no run
-                raise self._unknown(run_id) from None
+        last = seq + len(rows) - 1
+        what = f"take entry {seq}" if last <= seq else f"take entries {seq} to {last}"
+        with self._write(run_id, what) as conn:
+            if conn.execute(checked, (first, run_id, owner, seq)).rowcount != 1:
+                self._refuse_append(conn, run_id, seq, owner)
+            conn.executemany(_INSERT, rows)
 
     def _refuse_append(self, conn: sqlite3.Connection, run_id: str, seq: int, owner: str) -> None:
         """An append's checks failed: raise what is wrong (no such run, finished, held by
@@ -414,25 +408,12 @@ class SqliteRunStore:
 
     def finish(self, run_id: str, end_reason: str, *, owner: str) -> None:
         check_text(run_id, "end reason", end_reason)
-        with self._lock:
-            conn = self._live(run_id)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    row = conn.execute(_STATE, (run_id,)).fetchone()
-                    if row is None:
-                        raise self._unknown(run_id)
-                    check_owner(run_id, row[0], row[1], row[2], owner, "be finished")
-                    conn.execute(_FINISH, (end_reason, run_id))
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise self._error(exc, run_id, "be finished") from exc
-            except UnicodeEncodeError:  # an id that cannot be stored names no run
-                raise self._unknown(run_id) from None
+        with self._write(run_id, "be finished") as conn:
+            row = conn.execute(_STATE, (run_id,)).fetchone()
+            if row is None:
+                raise self._unknown(run_id)
+            check_owner(run_id, row[0], row[1], row[2], owner, "be finished")
+            conn.execute(_FINISH, (end_reason, run_id))
 
     def release(self, run_id: str, owner: str) -> None:
         with self._lock:
@@ -507,23 +488,12 @@ class SqliteRunStore:
 
     def acquire_session(self, session_id: str, owner: str, *, lease_s: float) -> None:
         check_session_names(session_id, owner)
-        with self._lock:
-            conn = self._live(None)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    row = conn.execute(_SESSION, (session_id,)).fetchone()
-                    now = time.time()
-                    holder, until = row if row is not None else (None, None)
-                    check_session_acquire(session_id, holder, until, owner, now)
-                    conn.execute(_LEASE_SESSION, (session_id, owner, now + lease_s))
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise self._error(exc, None, f"lease session {session_id!r}") from exc
+        with self._write(None, f"lease session {session_id!r}") as conn:
+            row = conn.execute(_SESSION, (session_id,)).fetchone()
+            now = time.time()
+            holder, until = row if row is not None else (None, None)
+            check_session_acquire(session_id, holder, until, owner, now)
+            conn.execute(_LEASE_SESSION, (session_id, owner, now + lease_s))
 
     def release_session(self, session_id: str, owner: str) -> None:
         with self._lock:

@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from agentcore_fsm.persist.codec import record_text
 from agentcore_fsm.persist.sqlite_store import SCHEMA_VERSION, SqliteRunStore
 from agentcore_fsm.persist.store_rules import (
     JournalConflictError,
@@ -69,14 +68,14 @@ from agentcore_fsm.persist.store_rules import (
     UnknownRunError,
     check_acquire,
     check_owner,
-    check_run_id,
     check_seq,
     check_session_acquire,
     check_session_names,
     check_text,
     default_owner,
-    dumps,
+    entry_texts,
     loads,
+    new_run_text,
 )
 
 __all__ = [
@@ -155,10 +154,7 @@ class MemoryRunStore:
         owner: str,
         lease_s: float,
     ) -> None:
-        check_run_id(run_id)
-        check_text(run_id, "session id", session_id, optional=True)
-        check_text(run_id, "owner", owner)
-        text = record_text(header) or dumps(header, run_id, "header")
+        text = new_run_text(run_id, header, session_id, owner)
         with self._lock:
             if self._closed:
                 raise RunStoreError(f"run {run_id!r}: the in-memory store has been closed")
@@ -198,9 +194,7 @@ class MemoryRunStore:
     ) -> None:
         """Append entries number ``seq``, ``seq + 1``, ... and renew the lease, all or none;
         with ``end_reason``, mark the run finished too (as :meth:`finish`)."""
-        texts = [
-            record_text(e) or dumps(e, run_id, f"entry {seq + i}") for i, e in enumerate(entries)
-        ]
+        texts = entry_texts(run_id, seq, entries)
         if end_reason is not None:
             check_text(run_id, "end reason", end_reason)
         with self._lock:

@@ -8,11 +8,12 @@ import socket
 import sys
 import threading
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from agentcore_fsm.persist import json_text
-from agentcore_fsm.persist.codec import RecordError
+from agentcore_fsm.persist.codec import RecordError, record_text
 
 RunStatus = Literal["running", "finished"]
 
@@ -213,6 +214,26 @@ def finished_error(run_id: str, end_reason: str | None, what: str) -> RunFinishe
     )
 
 
+def _held_for(
+    holder: str | None, lease_until: float | None, owner: str, now: float
+) -> float | Literal["live"] | None:
+    """How long ``holder`` keeps a lease ``owner`` asks for (the rules of a run's lease and a
+    session's): None when ``owner`` may take it (nobody holds it, ``owner`` does, a dead process
+    of this host does, a journal of this process whose run is over here does
+    (:func:`retire_owner`), or another host's lease has expired); ``"live"`` while a live process
+    of this host holds it; else the seconds left of another host's lease."""
+    if holder is None or holder == owner:
+        return None
+    pid = local_pid(holder)
+    if pid is not None:
+        if not pid_alive(pid) or (pid == os.getpid() and _retired(holder)):
+            return None  # a dead process's, or one whose run is over in this process
+        return "live"
+    if lease_until is None or lease_until <= now:
+        return None
+    return lease_until - now
+
+
 def check_acquire(
     run_id: str,
     status: str,
@@ -225,20 +246,16 @@ def check_acquire(
     """Raise unless ``owner`` may take the run's lease."""
     if status == "finished":
         raise finished_error(run_id, end_reason, "be leased")
-    if holder is None or holder == owner:
+    held = _held_for(holder, lease_until, owner, now)
+    if held is None:
         return
-    pid = local_pid(holder)
-    if pid is not None:
-        if not pid_alive(pid) or (pid == os.getpid() and _retired(holder)):
-            return
+    if held == "live":
         raise RunOwnedError(
             f"run {run_id!r} is held by {holder!r}, a live process of this host; it cannot be "
             f"taken over while that process runs"
         )
-    if lease_until is None or lease_until <= now:
-        return
     raise RunOwnedError(
-        f"run {run_id!r} is held by {holder!r} (another host) for {lease_until - now:.1f} s "
+        f"run {run_id!r} is held by {holder!r} (another host) for {held:.1f} s "
         f"more; it can be taken over once that lease expires"
     )
 
@@ -275,23 +292,19 @@ def check_session_acquire(
 ) -> None:
     """Raise :class:`SessionBusyError` unless ``owner`` may take the session's lease (the rules
     of a run's lease)."""
-    if holder is None or holder == owner:
+    held = _held_for(holder, lease_until, owner, now)
+    if held is None or holder is None:
         return
-    pid = local_pid(holder)
-    if pid is not None:
-        if not pid_alive(pid) or (pid == os.getpid() and _retired(holder)):
-            return
+    if held == "live":
         raise SessionBusyError(
             f"session {session_id!r} has another writer: {holder!r}, a live process of this "
             f"host, is running it; one writer at a time (wait for its run to end)",
             session_id,
             holder,
         )
-    if lease_until is None or lease_until <= now:
-        return
     raise SessionBusyError(
         f"session {session_id!r} has another writer: {holder!r} (another host) holds it for "
-        f"{lease_until - now:.1f} s more; one writer at a time (wait for its run to end)",
+        f"{held:.1f} s more; one writer at a time (wait for its run to end)",
         session_id,
         holder,
     )
@@ -341,6 +354,20 @@ def status_of(value: Any, where: str) -> RunStatus:
     if value == "finished":
         return "finished"
     raise StoreFormatError(f"{where} has an unknown status {value!r}")
+
+
+def new_run_text(run_id: Any, header: Any, session_id: Any, owner: Any) -> str:
+    """What both stores' ``create_run`` do before they store anything: check the new run's id,
+    session id and owner, and turn its header into the JSON text the store keeps."""
+    check_run_id(run_id)
+    check_text(run_id, "session id", session_id, optional=True)
+    check_text(run_id, "owner", owner)
+    return record_text(header) or dumps(header, run_id, "header")
+
+
+def entry_texts(run_id: str, seq: int, entries: Iterable[Any]) -> list[str]:
+    """The JSON texts a store keeps for ``entries``, numbered from ``seq``."""
+    return [record_text(e) or dumps(e, run_id, f"entry {seq + i}") for i, e in enumerate(entries)]
 
 
 def check_run_id(run_id: Any) -> None:

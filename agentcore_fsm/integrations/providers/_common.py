@@ -19,10 +19,10 @@ import json
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -62,6 +62,7 @@ __all__ = [
     "RAW_ARGUMENTS_KEY",
     "SdkProvider",
     "StreamBuilder",
+    "default_provider",
     "describe_error",
     "import_sdk",
     "parse_tool_arguments",
@@ -413,6 +414,19 @@ async def _maybe_await(value: Any) -> Any:
 
 _END = object()
 
+_DEFAULTS: dict[Callable[[], Any], Any] = {}
+P = TypeVar("P", bound="SdkProvider")
+
+
+def default_provider(cls: Callable[[], P]) -> P:
+    """The provider of class ``cls`` with default settings (a fresh client per call), made on
+    first use and kept: what the module-level stream functions (``stream_openai``...) call."""
+    provider = _DEFAULTS.get(cls)
+    if provider is None:
+        provider = _DEFAULTS[cls] = cls()
+    result: P = provider
+    return result
+
 
 class ChunkTranslator(ABC):
     """Turns one call's SDK chunks into stream events (one translator per call)."""
@@ -444,6 +458,8 @@ class SdkProvider(ABC):
     """The SDK's async client class, made per call unless a ``client`` was given."""
     key_variable: ClassVar[str]
     """The environment variable the API key is read from when none is given."""
+    translator_class: ClassVar[type[ChunkTranslator]]
+    """The class of the per-call translator of the SDK's chunks into stream events."""
 
     def __init__(
         self,
@@ -499,8 +515,19 @@ class SdkProvider(ABC):
     ) -> Any:
         """Send the request; return the SDK's async stream."""
 
-    @abstractmethod
-    def _translator(self, builder: StreamBuilder) -> ChunkTranslator: ...
+    @staticmethod
+    def _create_arguments(
+        model: Model, payload: dict[str, Any], options: StreamOptions, fields: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """The keyword arguments of the SDK's streaming ``create`` call for ``payload``: its
+        ``fields`` (read in this order) as arguments, ``stream=True``, the model's and the
+        call's headers merged (the call's win), and the rest of the payload as the extra body
+        (so that fields the SDK does not know still reach the server)."""
+        arguments = {name: payload[name] for name in fields}
+        headers = {**(model.headers or {}), **(options.headers or {})}
+        extra = {k: v for k, v in payload.items() if k not in fields and k != "stream"}
+        arguments.update(stream=True, extra_headers=headers or None, extra_body=extra or None)
+        return arguments
 
     async def _run(
         self, model: Model, context: LlmContext, options: StreamOptions
@@ -538,7 +565,7 @@ class SdkProvider(ABC):
                             }
                         )
                     )
-                translator = self._translator(builder)
+                translator = self.translator_class(builder)
                 yield builder.start()
                 iterator = stream.__aiter__()
                 while True:

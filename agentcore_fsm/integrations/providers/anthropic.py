@@ -87,6 +87,7 @@ from agentcore_fsm.integrations.providers._common import (
     ChunkTranslator,
     SdkProvider,
     StreamBuilder,
+    default_provider,
     prepare_transcript,
     safe_tool_id,
 )
@@ -380,6 +381,7 @@ class AnthropicProvider(SdkProvider):
     sdk_name = "anthropic"
     client_class = "AsyncAnthropic"
     key_variable = "ANTHROPIC_API_KEY"
+    translator_class = _Translator
 
     def __init__(
         self,
@@ -442,30 +444,14 @@ class AnthropicProvider(SdkProvider):
     async def _open(
         self, client: Any, model: Model, payload: dict[str, Any], options: StreamOptions
     ) -> Any:
-        headers = {**(model.headers or {}), **(options.headers or {})}
-        known = {"model", "messages", "max_tokens", "stream"}
-        extra = {k: v for k, v in payload.items() if k not in known}
+        fields = ("model", "max_tokens", "messages")
         return await client.messages.create(
-            model=payload["model"],
-            max_tokens=payload["max_tokens"],
-            messages=payload["messages"],
-            stream=True,
-            extra_headers=headers or None,
-            extra_body=extra or None,
+            **self._create_arguments(model, payload, options, fields)
         )
-
-    def _translator(self, builder: StreamBuilder) -> ChunkTranslator:
-        return _Translator(builder)
-
-
-_default: AnthropicProvider | None = None
 
 
 def stream_anthropic(
     model: Model, context: LlmContext, options: StreamOptions
 ) -> AsyncIterator[Any]:
     """The stream function with default settings (a fresh client per call)."""
-    global _default
-    if _default is None:
-        _default = AnthropicProvider()
-    return _default(model, context, options)
+    return default_provider(AnthropicProvider)(model, context, options)

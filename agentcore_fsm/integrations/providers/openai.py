@@ -67,6 +67,7 @@ from agentcore_fsm.integrations.providers._common import (
     ChunkTranslator,
     SdkProvider,
     StreamBuilder,
+    default_provider,
     parse_tool_arguments,
     prepare_transcript,
 )
@@ -290,6 +291,7 @@ class OpenAIProvider(SdkProvider):
     sdk_name = "openai"
     client_class = "AsyncOpenAI"
     key_variable = "OPENAI_API_KEY"
+    translator_class = _Translator
 
     def __init__(
         self,
@@ -359,28 +361,12 @@ class OpenAIProvider(SdkProvider):
     async def _open(
         self, client: Any, model: Model, payload: dict[str, Any], options: StreamOptions
     ) -> Any:
-        headers = {**(model.headers or {}), **(options.headers or {})}
-        body = dict(payload)
-        known = {"model", "messages", "stream"}
-        extra = {k: v for k, v in body.items() if k not in known}
+        fields = ("model", "messages")
         return await client.chat.completions.create(
-            model=body["model"],
-            messages=body["messages"],
-            stream=True,
-            extra_headers=headers or None,
-            extra_body=extra or None,
+            **self._create_arguments(model, payload, options, fields)
         )
-
-    def _translator(self, builder: StreamBuilder) -> ChunkTranslator:
-        return _Translator(builder)
-
-
-_default: OpenAIProvider | None = None
 
 
 def stream_openai(model: Model, context: LlmContext, options: StreamOptions) -> AsyncIterator[Any]:
     """The stream function with default settings (a fresh client per call)."""
-    global _default
-    if _default is None:
-        _default = OpenAIProvider()
-    return _default(model, context, options)
+    return default_provider(OpenAIProvider)(model, context, options)
