@@ -37,7 +37,7 @@ from agentcore_fsm.core.config import AgentContext, AgentLoopConfig
 from agentcore_fsm.core.declaration import Declaration, load_declaration
 from agentcore_fsm.core.declared import MachineError
 from agentcore_fsm.core.machine import LoopMachine
-from agentcore_fsm.core.messages import AssistantMessage, Model, ThinkingLevel, now_ms
+from agentcore_fsm.core.messages import Model, ThinkingLevel, now_ms
 from agentcore_fsm.core.protocol import Effect, Input, Step
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.persist.codec import (
@@ -375,12 +375,6 @@ class JournaledLoopMachine(LoopMachine):
         finally:
             clock.replay = None
 
-    def feed_again(self, inputs: Iterable[Input], clock: Iterable[int]) -> list[Step]:
-        """Feed recorded ``inputs`` again, the clock handing out the recorded readings
-        ``clock``; no entry is made. Returns their steps."""
-        with self.recorded_clock(clock):
-            return [LoopMachine.feed(self, item) for item in inputs]
-
     def snapshot(self) -> RunSnapshot:
         """The run so far as a :class:`RunSnapshot` (take it between steps)."""
         return RunSnapshot(
@@ -644,7 +638,3 @@ def pending_effects(machine: LoopMachine) -> list[Effect]:
     """The effects a machine at a step boundary is waiting for (see
     :meth:`~agentcore_fsm.core.machine.LoopMachine.pending_effects`)."""
     return machine.pending_effects()
-
-
-def assistant_or_none(message: Any) -> AssistantMessage | None:
-    return message if isinstance(message, AssistantMessage) else None
