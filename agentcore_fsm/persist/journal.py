@@ -292,12 +292,12 @@ class JournaledLoopMachine(LoopMachine):
     """A :class:`~agentcore_fsm.core.machine.LoopMachine` that journals what it is fed.
 
     ``header`` is the run's starting data as JSON; ``entries`` the journal so far (one entry per
-    input that changed the run, appended in order as each input is taken). ``on_entry(entry)``
-    (if given) is called with each new entry as soon as it is made, before the step's events
-    are delivered. A value that cannot be recorded (a custom message whose class is not a
-    registered message type) raises :class:`JournalError` from the constructor for the header,
-    and for an entry stops the journal: :attr:`journal_error` is then set (a driver fails the
-    run with it). Everything else is the loop machine's."""
+    input that changed the run, appended in order as each input is taken); ``feed`` calls
+    nobody: the driver takes the new entries after each step and writes them through the run's
+    journal (:mod:`agentcore_fsm.runtime.recording`). A value that cannot be recorded (a custom
+    message whose class is not a registered message type) raises :class:`JournalError` from
+    the constructor for the header, and for an entry stops the journal: :attr:`journal_error`
+    is then set (a driver fails the run with it). Everything else is the loop machine's."""
 
     def __init__(
         self,
@@ -305,7 +305,6 @@ class JournaledLoopMachine(LoopMachine):
         context: AgentContext,
         config: AgentLoopConfig,
         *,
-        on_entry: Callable[[dict[str, Any]], None] | None = None,
         continuing: bool = False,
         clock: Callable[[], int] = now_ms,
         **kwargs: Any,
@@ -313,10 +312,9 @@ class JournaledLoopMachine(LoopMachine):
         self._journal_clock = _Clock(clock)
         prompts = list(prompts)
         super().__init__(prompts, context, config, clock=self._journal_clock, **kwargs)
-        self.on_entry = on_entry
         self.journal_error: Exception | None = None
-        """Set when an entry could not be made or ``on_entry`` raised: journaling stopped
-        there (a driver fails the run)."""
+        """Set when an entry could not be made: journaling stopped there (a driver fails the
+        run)."""
         self.entries: list[dict[str, Any]] = []
         try:
             self.header: dict[str, Any] = RecordData(
@@ -353,7 +351,6 @@ class JournaledLoopMachine(LoopMachine):
         try:
             entry = encode_input(self, input, step, partial, failed_before)
         except RecordError as exc:
-            self.on_entry = None
             self.journal_error = JournalError(f"the run cannot be recorded further: {exc}")
             return step
         if entry is not None:
@@ -392,7 +389,6 @@ class JournaledLoopMachine(LoopMachine):
         *,
         tools: Sequence[AgentTool] = (),
         run_id: str | None = None,
-        on_entry: Callable[[dict[str, Any]], None] | None = None,
         on_transition: Any = None,
     ) -> tuple[JournaledLoopMachine, list[Step]]:
         """Rebuild the machine of ``snapshot`` and feed it the entries again; return it and the
@@ -404,9 +400,7 @@ class JournaledLoopMachine(LoopMachine):
         what is wrong for a damaged record, a record of another declaration or format, tools or
         hooks that differ, or entries the machine refuses."""
         resolver = tools_by_name({t.name: t for t in tools})
-        machine, steps, _ = _restore(
-            cls, snapshot, config, resolver, run_id, on_entry, on_transition
-        )
+        machine, steps, _ = _restore(cls, snapshot, config, resolver, run_id, on_transition)
         return machine, steps
 
 
@@ -427,7 +421,6 @@ def _restore(
     config: AgentLoopConfig,
     tools: ToolResolver,
     run_id: str | None,
-    on_entry: Callable[[dict[str, Any]], None] | None,
     on_transition: Any,
 ) -> tuple[JournaledLoopMachine, list[Step], list[list[tuple[int, int]]]]:
     where = f"run {run_id!r}: " if run_id else ""
@@ -461,7 +454,6 @@ def _restore(
             header.prompts,
             header.context,
             config,
-            on_entry=None,
             continuing=header.continuing,
             on_transition=on_transition,
         )
@@ -516,7 +508,6 @@ def _restore(
         steps += fed
         marks.append(entry_marks)
         machine.entries.append(entry)
-    machine.on_entry = on_entry
     return machine, steps, marks
 
 
@@ -628,7 +619,6 @@ def derive_run(
         config,
         tools_by_name(stubs, "described in the record"),
         run_id,
-        None,
         on_transition,
     )
     return DerivedRun(machine, steps, marks)
