@@ -88,12 +88,13 @@ async def _run(store: SqliteRunStore, tools: Tools, recorder: EventRecorder) -> 
     )
 
 
-async def _resume_to_the_end(path: Path, tools: Tools) -> None:
+async def _resume_to_the_end(path: Path, tools: Tools, held_by: str | None = None) -> None:
     """Resume run "r" from a fresh store object on ``path``: it completes, its journaled steps'
-    events followed by the resumed ones are one well-formed run, and no call ran twice."""
+    events followed by the resumed ones are one well-formed run, and no call ran twice.
+    ``held_by``: the owner the store still names as the lease's holder (None: nobody)."""
     with SqliteRunStore(path) as store:
         stored = store.load("r")
-        assert stored.status == "running" and stored.owner is None  # resumable at once
+        assert stored.status == "running" and stored.owner == held_by  # resumable at once
         _, steps = load_run_state(store, "r", AgentLoopConfig(model=MODEL), tools=tools.tools())
         answered = sum(e["input"] in ("stream_done", "stream_error") for e in stored.entries)
         history = [e for s in steps for e in s.events]
@@ -109,6 +110,7 @@ async def _resume_to_the_end(path: Path, tools: Tools) -> None:
         check_resumed_run(history, resumed.events, messages)
         done = store.load("r")
         assert done.status == "finished" and done.end_reason == "completed"
+        assert done.owner is None  # the lease given back
         assert done.entries[: len(stored.entries)] == stored.entries  # nothing rewritten
     assert [m.role for m in messages][-1] == "assistant" and messages[-1].text() == "all done"
     assert set(tools.runs.values()) == {1}, tools.runs  # every call ran once, across both
@@ -198,21 +200,5 @@ async def test_a_run_whose_lease_could_not_be_given_back_is_resumed_in_the_same_
         held = store.load("r")
         assert held.status == "running" and held.owner is not None  # not given back
         store.failing = False
-    with SqliteRunStore(path) as store:  # another runner of this process
-        stored = store.load("r")
-        assert stored.owner == held.owner  # the ended journal's owner still holds it
-        answered = sum(e["input"] in ("stream_done", "stream_error") for e in stored.entries)
-        resumed = EventRecorder()
-        messages = await resume_run(
-            "r",
-            store,
-            AgentLoopConfig(model=MODEL),
-            resumed,
-            tools=tools.tools(),
-            stream_fn=FauxProvider(RESPONSES[answered:]),
-        )
-        done = store.load("r")
-        assert done.status == "finished" and done.end_reason == "completed"
-        assert done.owner is None
-    assert messages[-1].text() == "all done"
-    assert set(tools.runs.values()) == {1}, tools.runs  # every call ran once, across both
+    # another runner of this process (a fresh store object) resumes it, lease and all
+    await _resume_to_the_end(path, tools, held_by=held.owner)
