@@ -634,7 +634,7 @@ async def _start(agent: str, prompts: Any, run_id: str, queue: str | None) -> An
     args = (agent, _encoded_prompts(prompts))
     with SetWorkflowID(run_id):
         if queue is not None:
-            q = DBOS.retrieve_queue(queue)
+            q = await DBOS.retrieve_queue_async(queue)  # the sync call refuses a running loop
             if q is None:
                 raise DurableRunError(f"no queue named {queue!r} is registered in this process")
             return await q.enqueue_async(_run_workflow, *args)

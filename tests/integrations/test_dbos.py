@@ -6,6 +6,7 @@ The worker processes are tests/dbos_worker.py and tests/dbos_approval_worker.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -246,3 +247,34 @@ def test_not_imported_by_the_package() -> None:
     code = "import sys, agentcore_fsm, agentcore_fsm.integrations; print('dbos' in sys.modules)"
     out = _run("-c", code)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_start_run_on_a_queue_from_async_code(tmp_path: Path) -> None:
+    """``start_run(..., queue=...)`` is called from async code (it is a coroutine): the queue is
+    looked up with the SDK's async call, and a queue nobody registered is named in the error."""
+    from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response
+
+    faux = FauxProvider([faux_response("queued and done")])
+    agent = durable.DurableAgent("queued", faux, AgentLoopConfig(model=Model(id="faux")))
+
+    async def main() -> tuple[list[str], str]:
+        await durable.launch(
+            f"sqlite:///{tmp_path / 'dbos.db'}",
+            agents=[agent],
+            queue=durable.RUNS_QUEUE,
+            polling_interval_s=0.05,
+        )
+        try:
+            run_id = await durable.start_run(
+                "queued", ["hi"], run_id="queued-1", queue=durable.RUNS_QUEUE
+            )
+            messages = await durable.result_async(run_id)
+            with pytest.raises(durable.DurableRunError) as info:
+                await durable.start_run("queued", ["hi"], run_id="queued-2", queue="nowhere")
+            return [str(m) for m in messages], str(info.value)
+        finally:
+            durable.shutdown()
+
+    shown, error = asyncio.run(main())
+    assert shown == ['user: "hi"', 'assistant: "queued and done"']
+    assert error == "no queue named 'nowhere' is registered in this process"
