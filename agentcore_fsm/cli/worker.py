@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import logging
 import os
 import signal as signals
 import sys
@@ -28,16 +29,62 @@ def _load_app(spec: str) -> list[Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise _AppError(f"--app {spec}: cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # the app's own module failed while importing
+        raise _AppError(
+            f"--app {spec}: importing {module_name!r} raised {_one_line(exc)}"
+        ) from None
     target: Any = getattr(module, attr, None)
     if target is None:
         raise _AppError(f"--app {spec}: module {module_name!r} has no {attr!r}")
-    value = target() if callable(target) and not isinstance(target, DurableAgent) else target
+    if callable(target) and not isinstance(target, DurableAgent):
+        try:
+            value = target()
+        except Exception as exc:
+            raise _AppError(f"--app {spec}: calling {attr!r} raised {_one_line(exc)}") from None
+    else:
+        value = target
     agents = [value] if isinstance(value, DurableAgent) else value
     if not isinstance(agents, (list, tuple)) or not all(
         isinstance(agent, DurableAgent) for agent in agents
     ):
         raise _AppError(f"--app {spec} gave {value!r}, not a DurableAgent or a list of them")
+    if not agents:
+        raise _AppError(f"--app {spec} gave an empty {type(agents).__name__}: no agent to serve")
     return list(agents)
+
+
+def _no_tracebacks(record: logging.LogRecord) -> bool:
+    """A logging filter: drops the records that carry a traceback."""
+    return record.exc_info is None
+
+
+def _one_line(exc: BaseException) -> str:
+    """``TypeName: the first line of the message`` (database errors run over several lines)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+_URL_SCHEMES = ("sqlite:///", "postgresql://", "postgresql+psycopg://", "postgres://")
+
+
+def _shown_url(url: str) -> str:
+    """The URL as an error shows it: a password replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if sep and at and ":" in userinfo:
+        user = userinfo.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}"
+    return url
+
+
+def _database_url(url: str) -> str:
+    """``--database-url``: a SQLite file or a PostgreSQL server (what DBOS can run on)."""
+    if not url.startswith(_URL_SCHEMES) or url in _URL_SCHEMES:
+        raise _AppError(
+            f"--database-url must be sqlite:///FILE or postgresql://USER@HOST/DATABASE, not "
+            f"{_shown_url(url)!r}"
+        )
+    return url
 
 
 def _rate(text: str) -> tuple[int, float]:
@@ -97,16 +144,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.database_url:
         parser.error("--database-url (or AGENTCORE_DBOS_URL) is required")
     try:
+        _database_url(args.database_url)
         agents = _load_app(args.app)
     except _AppError as exc:
         parser.error(str(exc))
+
+    async def launch(url: str, **options: Any) -> None:
+        # DBOS logs a failed launch with its traceback; the worker says it in one line instead
+        sdk_logger = logging.getLogger("dbos")
+        sdk_logger.addFilter(_no_tracebacks)
+        try:
+            await dbos.launch(url, **options)
+        except Exception as exc:  # unreachable server, unwritable file, refused login, ...
+            dbos.shutdown()
+            raise _AppError(f"cannot start on {_shown_url(url)}: {_one_line(exc)}") from None
+        finally:
+            sdk_logger.removeFilter(_no_tracebacks)
 
     async def serve() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signals.SIGTERM, signals.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await dbos.launch(
+        await launch(
             args.database_url,
             agents=agents,
             executor_id=args.executor_id,
@@ -122,5 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             dbos.shutdown()
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except _AppError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     return 0
