@@ -531,6 +531,11 @@ async def _read_line(lines: _Lines, watch: _SigintWatch) -> str | None:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    try:  # a missing extra first: no key would help without it
+        stream_fn = make_stream_fn(args.provider)
+    except ImportError as exc:
+        print(f"agentcore-fsm chat: {exc}", file=sys.stderr)
+        return 2
     variable = KEY_VARIABLES[args.provider]
     api_key = os.environ.get(variable) or None
     if api_key is None:
@@ -541,11 +546,6 @@ def main(argv: list[str]) -> int:
             )
             return 2
         api_key = "not-needed"  # a local OpenAI-compatible server usually wants none
-    try:
-        stream_fn = make_stream_fn(args.provider)
-    except ImportError as exc:
-        print(f"agentcore-fsm chat: {exc}", file=sys.stderr)
-        return 2
     try:
         code: int = anyio.run(_with_mcp, args, stream_fn, api_key, backend="trio")
     except KeyboardInterrupt:  # Ctrl-C before the handler was installed

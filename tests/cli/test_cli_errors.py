@@ -418,3 +418,26 @@ def test_bench_rejects_junk(argv: list[str], capsys: pytest.CaptureFixture[str])
     assert code == 2 and out == ""
     assert "Traceback" not in err
     assert argv[0] in err
+
+
+@pytest.mark.parametrize(
+    ("provider", "package"), [("openai", "openai"), ("anthropic", "anthropic")]
+)
+def test_chat_without_the_extra_says_so_before_asking_for_a_key(
+    provider: str,
+    package: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No API key and no SDK: the missing package is the first thing to fix, so it is the one
+    named (a key would not help)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setitem(sys.modules, package, None)  # `import openai` raises ImportError
+    for name in [n for n in sys.modules if n.startswith("agentcore_fsm.integrations.providers.")]:
+        monkeypatch.delitem(sys.modules, name)
+    code, out, err = run_cli(capsys, "chat", "--provider", provider, "--model", "m")
+    assert code == 2 and out == ""
+    assert "Traceback" not in err
+    assert "API key" not in err, err
+    assert f"pip install 'agentcore-fsm[{package}]'" in err, err
