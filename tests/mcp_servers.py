@@ -99,6 +99,12 @@ TOOLS = [
         description="Its input schema is not a valid JSON schema.",
         input_schema={"type": "object", "properties": {"x": {"type": "nonsense"}}},
     ),
+    types.Tool(
+        name="task_only",
+        description="Runs only as an MCP task.",
+        input_schema=OBJECT,
+        execution=types.ToolExecution(taskSupport="required"),
+    ),
 ]
 
 
@@ -143,6 +149,8 @@ def make_server(markers: Path) -> Server[Any]:
         name = params.name
         if name == "echo":
             return types.CallToolResult(content=[_text(args["text"])])
+        if name == "task_only":  # over the 2026 protocol (no tasks) an ordinary call
+            return types.CallToolResult(content=[_text("ran directly")])
         if name == "picture":
             image = types.ImageContent(data=PNG_1X1, mime_type="image/png")
             sound = types.AudioContent(data="UklGRg==", mime_type="audio/wav")

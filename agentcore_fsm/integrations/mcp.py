@@ -27,7 +27,9 @@ Decisions (docs/mcp.md says the same for users):
   (A
   permissive fallback schema would hide the tool's real parameters from the model, and an
   invalid schema sent to a provider can fail every model call of the run.) A tool list that the
-  SDK itself rejects (it checks every tool) fails the whole listing instead.
+  SDK itself rejects (it checks every tool) fails the whole listing instead. A tool the server
+  runs only as an MCP task (``execution.taskSupport: "required"``) is skipped the same way: this
+  client calls tools directly, and every direct call of such a tool fails.
 * **Results.** Text and image blocks are copied; an embedded text resource becomes a text block
   ``[resource <uri>]`` followed by its text, an embedded image becomes an image block, other
   binary resources, resource links and audio become one line of text saying what they were
@@ -494,6 +496,12 @@ class MCPSession:
         return listing
 
     def _make_tool(self, tool: mcp_types.Tool, agent_name: str) -> AgentTool:
+        execution = tool.execution
+        if execution is not None and execution.task_support == "required":
+            raise ValueError(
+                f'Tool "{agent_name}": the server runs it only as an MCP task '
+                f'(execution.taskSupport "required"), and this client calls tools directly'
+            )
         schema = tool.input_schema
         if schema.get("type") != "object":
             raise ValueError(

@@ -68,6 +68,13 @@ TOOL_NAMES = [
     "header",
     "add_tool",
 ]
+# "task_only" is task-only over the 2025 protocol; the 2026 protocol has no tasks (the SDK drops
+# the field), so there it is an ordinary tool: what a session on the 2026 protocol lists
+LISTED = [*TOOL_NAMES, "task_only"]
+TASK_ONLY = (
+    'Tool "task_only": the server runs it only as an MCP task (execution.taskSupport '
+    '"required"), and this client calls tools directly'
+)
 BROKEN = (
     'Tool "broken": its parameters are not a valid JSON schema: at properties.x.type: '
     "'nonsense' is not valid under any of the given schemas"
@@ -172,7 +179,7 @@ async def test_stdio_tools_are_listed_and_their_results_mapped(
     async with MCPSession(stdio_server(tmp_path)) as session:
         assert session.name == "test-server"
         assert session.connected
-        assert [tool.name for tool in session.tools] == TOOL_NAMES
+        assert [tool.name for tool in session.tools] == LISTED
         echo = session.tools[0]
         assert (echo.description, echo.label) == ("Say the text back.", "Echo")
         assert echo.parameters == {
@@ -182,7 +189,7 @@ async def test_stdio_tools_are_listed_and_their_results_mapped(
         }
         assert session.tools[1].label == "picture"  # no title: the name
         assert session.skipped == {"broken": BROKEN}
-        assert list(session.mcp_tools) == TOOL_NAMES
+        assert list(session.mcp_tools) == LISTED
         assert session.mcp_tools["weather"].output_schema is not None
         warnings = [
             r.getMessage() for r in caplog.records if r.name == "agentcore_fsm.integrations.mcp"
@@ -354,7 +361,7 @@ async def test_a_whole_agent_run_with_mcp_tools(tmp_path: Path) -> None:
     assert updates == [("c2", ["1/2 step 1"]), ("c2", ["2/2 step 2"])]
     # the model was offered every tool, with the server's schema
     (offered,) = {tuple(t.name for t in call.tools) for call in model.calls}
-    assert offered == tuple(f"docs_{name}" for name in TOOL_NAMES)
+    assert offered == tuple(f"docs_{name}" for name in LISTED)
     assert model.calls[0].tools[0].json_schema() == session.mcp_tools["docs_echo"].input_schema
 
 
@@ -585,6 +592,25 @@ async def test_the_server_stops_whatever_ends_the_session(tmp_path: Path) -> Non
     with pytest.raises(RuntimeError, match="entered only once"):
         async with session:
             pass
+
+
+async def test_a_tool_that_runs_only_as_a_task_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Over the 2025 protocol a server may mark a tool ``execution.taskSupport: "required"``
+    (it answers a direct call with -32601): such a tool is left out, like one with a bad
+    schema, with the reason in ``skipped`` and one warning."""
+    caplog.set_level(logging.WARNING, "agentcore_fsm.integrations.mcp")
+    async with MCPSession(stdio_server(tmp_path), mode="legacy") as session:
+        assert [tool.name for tool in session.tools] == TOOL_NAMES
+        assert session.skipped == {"broken": BROKEN, "task_only": TASK_ONLY}
+        warnings = [
+            r.getMessage() for r in caplog.records if r.name == "agentcore_fsm.integrations.mcp"
+        ]
+        assert warnings == [
+            f'MCP server "test-server": tool "{name}" is left out: {why}'
+            for name, why in (("broken", BROKEN), ("task_only", TASK_ONLY))
+        ]
 
 
 # --- a tool list that changes ---------------------------------------------------------------
