@@ -622,6 +622,30 @@ async def test_faux_error_and_exhausted_script() -> None:
     assert r.messages[-1].error_message == "No more faux responses queued"
 
 
+async def test_faux_ids_are_numbered_per_provider_not_per_process() -> None:
+    """A tool call scripted without an id gets ``call_N`` from the provider that plays it: the
+    same script gives the same ids whatever ran before it in the process."""
+
+    def script() -> list[Any]:
+        return [
+            faux_response(tool_calls=[faux_tool_call("t", {"n": 1})]),
+            faux_response(tool_calls=[faux_tool_call("t", id="mine"), faux_tool_call("t")]),
+            faux_response("done"),
+        ]
+
+    async def ids(items: list[Any]) -> list[str]:
+        context = AgentContext(tools=[make_tool("t")])
+        r = await run([user("a")], context, config(), FauxProvider(items))
+        return [m.tool_call_id for m in r.messages if m.role == "toolResult"]
+
+    first = script()
+    assert [c.id for m in first for c in m.content if c.type == "toolCall"] == ["", "mine", ""]
+    assert await ids(first) == ["call_1", "mine", "call_3"]
+    faux_tool_call("t")  # built, never played: takes no number
+    assert await ids(script()) == ["call_1", "mine", "call_3"]
+    assert [c.id for m in first for c in m.content if c.type == "toolCall"] == ["", "mine", ""]
+
+
 # --- agent_loop (the context manager) -------------------------------------------------------------
 
 

@@ -66,18 +66,14 @@ class FauxError:
 
 FauxItem = AssistantMessage | FauxError | Callable[[LlmContext], "AssistantMessage | FauxError"]
 
-_counter = 0
-
 
 def faux_tool_call(
     name: str, arguments: dict[str, Any] | None = None, id: str | None = None
 ) -> ToolCall:
-    """A tool-call block (ids are ``call_1``, ``call_2``, ... unless given)."""
-    global _counter
-    if id is None:
-        _counter += 1
-        id = f"call_{_counter}"
-    return ToolCall(id=id, name=name, arguments=arguments or {})
+    """A tool-call block. Without an ``id`` its id is left empty here and given when a
+    :class:`FauxProvider` plays it: ``call_1``, ``call_2``, ... numbered per provider, in the
+    order it plays them, so the same script gives the same ids whatever ran before."""
+    return ToolCall(id="" if id is None else id, name=name, arguments=arguments or {})
 
 
 def faux_response(
@@ -128,6 +124,9 @@ class FauxProvider:
         self.send_start = send_start
         self.calls: list[LlmContext] = []
         """The context of every call, in order (what the model was sent)."""
+        self.tool_calls_played = 0
+        """How many tool calls this provider has streamed (the number of the last ``call_N``
+        id it gave a call scripted without one)."""
 
     def queue(self, *responses: FauxItem) -> None:
         """Add ``responses`` to the end of the script."""
@@ -183,6 +182,10 @@ class FauxProvider:
             if not isinstance(block, (TextContent, ThinkingContent, ToolCall)):
                 continue  # nothing else streams
             index = len(content)
+            if isinstance(block, ToolCall):
+                self.tool_calls_played += 1
+                if not block.id:
+                    block = block.model_copy(update={"id": f"call_{self.tool_calls_played}"})
             opened = _Opened(block)
             content.append(opened.part)
             yield opened.start(content_index=index, partial=partial)
