@@ -84,11 +84,20 @@ __all__ = [
 ]
 
 
+def _event_type(event: Any) -> Any:
+    return event.get("type") if isinstance(event, dict) else getattr(event, "type", None)
+
+
 class EventRecorder:
     """Records a run's events: pass it as ``emit`` to ``run_agent_loop``, or subscribe it to an
     ``Agent`` (it accepts the listener's ``signal`` argument too); its :meth:`on_transition`
     records the machine's transitions. It never raises into the run: check afterwards with
-    :meth:`check`, and :meth:`clear` it between runs."""
+    :meth:`check`.
+
+    It keeps what it recorded until :meth:`clear`: subscribed to an ``Agent``, it holds every
+    prompt's run one after the other. :meth:`runs` splits them (at each ``agent_start``), and
+    :meth:`check` of a recorder holding more than one run says so instead of reporting a broken
+    grammar (check each of ``runs()`` with :func:`check_run`, or ``clear()`` between prompts)."""
 
     def __init__(self) -> None:
         self.events: list[Any] = []
@@ -111,6 +120,16 @@ class EventRecorder:
         """The recorded events' types, in order."""
         return [e.type for e in self.events]
 
+    def runs(self) -> list[list[Any]]:
+        """The recorded events split into runs, one list per ``agent_start`` (events recorded
+        before the first ``agent_start``, if any, make a list of their own)."""
+        out: list[list[Any]] = []
+        for event in self.events:
+            if not out or _event_type(event) == "agent_start":
+                out.append([])
+            out[-1].append(event)
+        return out
+
     def check(
         self,
         messages: Sequence[AgentMessage] | None = None,
@@ -119,7 +138,14 @@ class EventRecorder:
         tool_execution: ToolExecutionMode | None = None,
         sequential_tools: Iterable[str] = (),
     ) -> RunSummary:
-        """Check the recorded events with :func:`check_run`."""
+        """Check the recorded events with :func:`check_run`. Raises ``ValueError`` when the
+        recorder holds more than one run (see the class docstring)."""
+        starts = sum(1 for e in self.events if _event_type(e) == "agent_start")
+        if starts > 1:
+            raise ValueError(
+                f"this EventRecorder holds {starts} runs (it keeps events until clear()): check "
+                f"each of recorder.runs() with check_run, or clear() it between runs"
+            )
         return check_run(
             self.events,
             messages,

@@ -1070,6 +1070,33 @@ async def test_recorder_catches_a_broken_run() -> None:
     assert info.value.rule == "R5.returned"
 
 
+def test_a_recorder_on_an_agent_holds_one_run_per_prompt() -> None:
+    """Subscribed to an Agent, a recorder keeps every prompt's run: ``runs()`` splits them, each
+    checks on its own, and ``check()`` of the whole says it holds several runs."""
+    from agentcore_fsm import Agent
+
+    faux = FauxProvider([faux_response("one"), faux_response("two")])
+    agent = Agent(model=Model(id="m"), stream_fn=faux)
+    recorder = EventRecorder()
+    agent.subscribe(recorder)
+    agent.prompt_sync("first")
+    first = list(agent.messages)
+    agent.prompt_sync("second")
+    runs = recorder.runs()
+    assert [len(run) for run in runs] == [len(recorder.events) // 2] * 2
+    assert [e for run in runs for e in run] == recorder.events
+    check_run(runs[0], first)
+    check_run(runs[1], agent.messages[len(first) :])
+    with pytest.raises(ValueError) as info:
+        recorder.check(agent.messages)
+    assert str(info.value) == (
+        "this EventRecorder holds 2 runs (it keeps events until clear()): check each of "
+        "recorder.runs() with check_run, or clear() it between runs"
+    )
+    recorder.clear()
+    assert recorder.runs() == []
+
+
 # --- the testing guide (docs/testing.md) ----------------------------------------------------
 
 DOC_TEXT = section("Testing your agent")
