@@ -43,7 +43,7 @@ def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Decla
     recording holds are derived from its inputs (docs/record.md), so such a recording draws
     without transition lines. An unknown machine raises
     :class:`~agentcore_fsm.core.declaration.DeclarationError`; one the recording has no transitions
-    of, ``ValueError``."""
+    of (or events and not one transition), ``ValueError``."""
     from agentcore_fsm.persist.recording import describe_event, load_run
 
     if not hasattr(recording, "machines"):
@@ -56,6 +56,12 @@ def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Decla
     if name not in recording.machines:
         known = ", ".join(sorted(recording.machines)) or "none"
         raise ValueError(f"the recording has no transitions of {name!r} (it has: {known})")
+    if not recording.machines[name] and getattr(recording, "events", None):
+        raise ValueError(
+            f"the recording holds events but no transitions of {name!r}, so the path of the "
+            f"run cannot be drawn: record them too (on_transition=recorder.on_transition, or "
+            f"store=recorder.store to record the run's inputs; docs/record.md)"
+        )
     decl = load_declaration(name)
     events = None
     if getattr(recording, "events", None):

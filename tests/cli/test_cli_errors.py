@@ -226,6 +226,39 @@ def test_diagram_run_of_another_declaration(
     assert "declares no transition #9999" in one_line_error(err, "diagram")
 
 
+def test_diagram_run_of_events_without_transitions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recording of the events only (the recorder was not given the transitions): the path
+    cannot be drawn, and the command says so rather than draw an idle machine."""
+    import trio
+
+    from agentcore_fsm import AgentContext, AgentLoopConfig, Model, UserMessage, run_agent_loop
+    from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response
+    from agentcore_fsm.persist.recorder import RunRecorder
+
+    path = tmp_path / "events.jsonl"
+
+    async def main() -> None:
+        with RunRecorder(path) as recorder:
+            await run_agent_loop(
+                [UserMessage(content="hi")],
+                AgentContext(),
+                AgentLoopConfig(model=Model(id="m")),
+                recorder,
+                stream_fn=FauxProvider([faux_response("hello")]),
+            )
+
+    trio.run(main)
+    code, out, err = run_cli(capsys, "diagram", "--run", str(path))
+    assert code == 1 and out == ""
+    assert one_line_error(err, "diagram") == (
+        "the recording holds events but no transitions of 'agent_loop', so the path of the run "
+        "cannot be drawn: record them too (on_transition=recorder.on_transition, or "
+        "store=recorder.store to record the run's inputs; docs/record.md)"
+    )
+
+
 # --- diagram --regenerate --dir ---------------------------------------------------------------
 
 
