@@ -590,6 +590,25 @@ def test_before_tool_call_asking_without_a_reason_gets_a_default_one() -> None:
     assert step.events[0].reason == 'before_tool_call asked for approval of tool "plain"'
 
 
+@pytest.mark.parametrize("page", ["approval.md", "reference.md"])
+def test_the_docs_quote_every_reason_an_approver_can_be_shown(page: str) -> None:
+    """The texts of ``approval_requested.reason`` that the machine makes (with the tool's name
+    as ``NAME``) are each quoted in the docs."""
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).parents[2] / "docs" / page).read_text().split())
+    hook = Stepper(before=True)
+    hook.to_tools(("c1", "plain", {"x": 1}))
+    by_hook = hook.feed_hook({"require_approval": True}).events[0].reason
+    by_tool = Stepper().to_tools(("c1", "ask", {"x": 1})).events[-1].reason
+    assert (by_hook, by_tool) == (
+        'before_tool_call asked for approval of tool "plain"',
+        'Tool "ask" requires approval',
+    )
+    for reason in (by_hook.replace('"plain"', '"NAME"'), by_tool.replace('"ask"', '"NAME"')):
+        assert f"`{reason}`" in text, (page, reason)
+
+
 def test_when_before_tool_call_asks_the_tools_callable_is_not_asked() -> None:
     s = Stepper(before=True)
     m = s.m
