@@ -7,16 +7,32 @@ driver performs the effects and feeds their outcomes back as inputs; it reads no
 the machine and decides nothing. Inputs are frozen data: a run is its starting data plus the
 inputs it was fed, so feeding the same inputs to a fresh machine gives the same steps.
 
+**Time comes in with the inputs.** The machine has no clock: every input carries ``timestamp``
+(milliseconds since the epoch, keyword-only), the time its outcome happened, which the driver
+stamps (:class:`~agentcore_fsm.runtime.engine.Driver`, with the run's clock). Each message the
+machine makes while handling an input (a user message from a polled str or a dict without a
+timestamp, a tool's result message, the message that closes a turn cut short) gets that input's
+``timestamp``. An input built by hand without one has ``timestamp=0``, and so have the messages
+it makes: stepping by hand stays deterministic, and a caller who wants wall-clock times passes
+``timestamp=now_ms()`` (:func:`~agentcore_fsm.core.messages.now_ms`).
+
+**A step calls nobody.** ``feed`` runs no callback: the :class:`Step` carries the
+``transitions`` it took, and the driver hands them to the run's ``on_transition`` callback and
+observers, and a journaled run's new entries to its journal, once ``feed`` has returned (the
+transitions before the step's events are delivered, as before).
+
 Effects that run user code name it; each says which input answers it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from agentcore_fsm.core.approval import ApprovalRequest
 from agentcore_fsm.core.config import AgentContext
+from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.messages import Model, ToolCall
 from agentcore_fsm.core.tools import AgentTool
 
@@ -162,6 +178,8 @@ Effect: TypeAlias = (
 class Start:
     """Begin the run."""
 
+    timestamp: int = field(default=0, kw_only=True)
+
 
 @dataclass(slots=True, frozen=True)
 class SteeringPolled:
@@ -170,6 +188,7 @@ class SteeringPolled:
 
     messages: Any = None
     aborted: bool = False
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -178,6 +197,7 @@ class FollowUpPolled:
 
     messages: Any = None
     aborted: bool = False
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -185,11 +205,14 @@ class StreamEvent:
     """The stream function yielded ``event``."""
 
     event: Any
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
 class StreamExhausted:
     """The stream ended without a ``done``/``error`` event."""
+
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -199,6 +222,7 @@ class ArgumentsPrepared:
     index: int
     value: Any = None
     error: BaseException | None = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -208,6 +232,7 @@ class HookReturned:
     name: HookName
     value: Any = None
     index: int | None = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -217,6 +242,7 @@ class HookFailed:
     name: HookName
     error: BaseException
     index: int | None = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -227,6 +253,7 @@ class ApprovalChecked:
     index: int
     needed: Any = None
     error: BaseException | None = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -240,6 +267,7 @@ class ApprovalDecided:
     reason: str | None = None
     decided_by: str = "user"
     args: Any = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -248,6 +276,7 @@ class ToolUpdated:
 
     index: int
     partial: Any
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -259,16 +288,21 @@ class ToolFinished:
     result: Any = None
     error: BaseException | None = None
     aborted: bool = False
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
 class Proceeded:
     """The events of the turn's end were delivered (answers :class:`Proceed`)."""
 
+    timestamp: int = field(default=0, kw_only=True)
+
 
 @dataclass(slots=True, frozen=True)
 class Abort:
     """The abort signal fired: end the run now, losing nothing."""
+
+    timestamp: int = field(default=0, kw_only=True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -278,6 +312,7 @@ class Fail:
 
     error: BaseException
     aborted: bool = False
+    timestamp: int = field(default=0, kw_only=True)
 
 
 Input: TypeAlias = (
@@ -302,9 +337,12 @@ Input: TypeAlias = (
 @dataclass(slots=True)
 class Step:
     """What one input produced: the events to emit (in order), the effects to perform, and
-    whether the model stream (``stream_over``) and the run (``run_over``) are over."""
+    whether the model stream (``stream_over``) and the run (``run_over``) are over;
+    ``transitions``: the :class:`~agentcore_fsm.core.declared.TransitionRecord` of each
+    transition of the loop machine the input took, in order (empty when it took none)."""
 
     events: list[Any] = field(default_factory=list)
     effects: list[Effect] = field(default_factory=list)
     stream_over: bool = False
     run_over: bool = False
+    transitions: Sequence[TransitionRecord] = ()

@@ -27,7 +27,7 @@ from agentcore_fsm.core.boundary import coerce_messages, is_message
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.machine import LoopMachine
-from agentcore_fsm.core.messages import AgentMessage
+from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.protocol import Step
 from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.runtime.engine import Driver, Emit
@@ -116,6 +116,8 @@ async def run_machine(
     observers: Sequence[RunObserver] | None = None,
     run_id: str | None = None,
     resumed: bool = False,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+    clock: Callable[[], int] = now_ms,
 ) -> list[AgentMessage]:
     """Run ``machine`` (a :class:`~agentcore_fsm.core.machine.LoopMachine` nobody has fed
     yet, or, with ``first``, one a caller brought to a step boundary) to its end; return the
@@ -127,7 +129,9 @@ async def run_machine(
     observers (None: the registered ones, see
     :func:`~agentcore_fsm.runtime.observer.register_observer`). ``run_id`` names the run to
     its observers and in :class:`~agentcore_fsm.core.approval.RunSuspended`; ``resumed`` tells
-    them the run is continued from its journal.
+    them the run is continued from its journal. ``on_transition`` gets the machine's transitions
+    (``first``'s, then each step's, before the step's events are delivered). ``clock`` (ms)
+    stamps every input fed (the machine has none; a durable engine passes its recorded time).
 
     ``journal``: write the run's record through it (the machine must keep its journal, e.g. a
     :class:`~agentcore_fsm.persist.journal.JournaledLoopMachine`); see
@@ -139,7 +143,20 @@ async def run_machine(
     chosen = select_observers(None, None) if observers is None else list(observers)
     if signal is None:
         signal = AbortController().signal
-    return await _drive(machine, first, fn, emit, signal, None, journal, chosen, run_id, resumed)
+    return await _drive(
+        machine,
+        first,
+        fn,
+        emit,
+        signal,
+        None,
+        journal,
+        chosen,
+        run_id,
+        resumed,
+        on_transition,
+        clock,
+    )
 
 
 async def _drive(
@@ -153,12 +170,21 @@ async def _drive(
     observers: list[RunObserver],
     run_id: str | None,
     resumed: bool,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+    clock: Callable[[], int] = now_ms,
 ) -> list[AgentMessage]:
     if journal is None and not observers:
         # the plain run: no port to serve (the one check a run makes)
-        await Driver(machine, stream_fn, emit, signal, control, close_grace=CLOSE_GRACE_S).run(
-            first
-        )
+        await Driver(
+            machine,
+            stream_fn,
+            emit,
+            signal,
+            control,
+            close_grace=CLOSE_GRACE_S,
+            on_transition=on_transition,
+            clock=clock,
+        ).run(first)
         return machine.new_messages
     recorder: Recorder | None = None
     if journal is not None:
@@ -179,6 +205,8 @@ async def _drive(
         watch=watch,
         recorder=recorder,
         suspendable=recorder is not None,
+        on_transition=on_transition,
+        clock=clock,
     )
     entered = watch.enter_run() if watch is not None else []
     error: BaseException | None = None
@@ -348,9 +376,19 @@ async def _start(
     if store is None:
         if run_id is not None or session_id is not None:
             raise ValueError("run_id and session_id need a store (store=...)")
-        machine = LoopMachine(prompts, context, config, on_transition=on_transition)
+        machine = LoopMachine(prompts, context, config)
         return await _drive(
-            machine, None, stream_fn, emit, signal, None, None, observers, None, False
+            machine,
+            None,
+            stream_fn,
+            emit,
+            signal,
+            None,
+            None,
+            observers,
+            None,
+            False,
+            on_transition,
         )
     if not isinstance(run_id, str) or not run_id:
         raise ValueError("a journaled run needs a run_id: a non-empty str (the id to resume it by)")
@@ -358,12 +396,20 @@ async def _start(
     from agentcore_fsm.persist.journal import JournaledLoopMachine
     from agentcore_fsm.persist.run_journal import StoreJournal
 
-    journaled = JournaledLoopMachine(
-        prompts, context, config, on_transition=on_transition, continuing=continuing
-    )
+    journaled = JournaledLoopMachine(prompts, context, config, continuing=continuing)
     journal = StoreJournal(store, run_id, session_id)
     return await _drive(
-        journaled, None, stream_fn, emit, signal, None, journal, observers, run_id, False
+        journaled,
+        None,
+        stream_fn,
+        emit,
+        signal,
+        None,
+        journal,
+        observers,
+        run_id,
+        False,
+        on_transition,
     )
 
 
@@ -434,7 +480,7 @@ async def _loop_cm(
         error: BaseException | None = None
         try:
             with send, bind_run(deps) as scope:
-                machine = LoopMachine(prompts, context, config, on_transition=on_transition)
+                machine = LoopMachine(prompts, context, config)
                 result = await _drive(
                     machine,
                     None,
@@ -446,6 +492,7 @@ async def _loop_cm(
                     chosen,
                     None,
                     False,
+                    on_transition,
                 )
         except BaseException as exc:
             error = exc

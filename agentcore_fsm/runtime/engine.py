@@ -10,6 +10,9 @@ no decisions about what happens next; it only
   and tool executions, which run in the run's task group and report back through an inbox;
 * turns what goes wrong into inputs: a raise becomes ``fail`` (or ``hook_failed`` for tool
   hooks, ``tool_finished(error=...)`` for tools), the signal firing becomes ``abort``;
+* stamps every input it feeds with the time (ms) of its outcome, from the run's clock (the
+  machine has none), and hands each step's transitions to the run's ``on_transition`` callback
+  (the machine calls nobody);
 * serves the run's ports: its observers (:mod:`agentcore_fsm.runtime.observer`) see each input,
   event and effect, and a journaled run's new entries go to its recorder
   (:mod:`agentcore_fsm.runtime.recording`), which writes them through the run's journal. A run
@@ -36,7 +39,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -58,9 +61,9 @@ from agentcore_fsm.core.config import (
     default_convert_to_llm,
     stream_options,
 )
-from agentcore_fsm.core.declared import MachineInputError
+from agentcore_fsm.core.declared import MachineInputError, TransitionRecord
 from agentcore_fsm.core.machine import LoopMachine
-from agentcore_fsm.core.messages import AgentMessage
+from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.protocol import (
     Abort,
     ApprovalChecked,
@@ -149,8 +152,11 @@ class Driver:
         watch: RunWatch | None = None,
         recorder: Recorder | None = None,
         suspendable: bool = False,
+        on_transition: Callable[[TransitionRecord], None] | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.m = machine
+        self.now = clock  # stamps every input fed (ms): the machine has no clock
         if watch is not None:
             stream_fn = watch.wrap_stream_fn(stream_fn)
             emit = watch.wrap_emit(emit)
@@ -185,6 +191,10 @@ class Driver:
         self._last_input: Input | None = None  # observed runs: the last input fed ...
         self._fed = 0  # ... and how many were
         core_feed = self._feed_journaled if recorder is not None else machine.feed
+        self._on_transition = on_transition
+        if on_transition is not None:
+            self._machine_feed = core_feed
+            core_feed = self._feed_reported
         self._core_feed: Callable[[Input], Step] = core_feed
         self.feed_input: Callable[[Input], Step] = (
             self._feed_observed if watch is not None else core_feed
@@ -192,7 +202,7 @@ class Driver:
         self._perform: Callable[[list[Effect]], Awaitable[Step]] = (
             self._perform_observed if watch is not None else self._perform_effects
         )
-        self._runner = TaskRunner(self, machine.config, signal, watch, suspendable)
+        self._runner = TaskRunner(self, machine.config, signal, watch, suspendable, clock)
         if recorder is not None:
             recorder.on_failure = self._journal_failed
 
@@ -277,7 +287,11 @@ class Driver:
         tasks = self._tasks = ToolTasks()
         try:
             first = self._first
-            await self._process(self.feed_input(Start()) if first is None else first)
+            if first is None:
+                first = self.feed_input(Start(timestamp=self.now()))
+            elif self._on_transition is not None:
+                self._report(first.transitions)  # the transitions that led to it (resuming)
+            await self._process(first)
         finally:
             tasks.cancel_all()
             await tasks.join()
@@ -292,7 +306,7 @@ class Driver:
         while not self._run_over:
             step = self._drain_inbox()
             if step is None:
-                step = self.feed_input(Abort())
+                step = self.feed_input(Abort(timestamp=self.now()))
             self._run_over = step.run_over
             events.extend(step.events)
         self._failed = True  # from here on an emit error is only logged
@@ -331,9 +345,9 @@ class Driver:
                 elif self._failure is not None:
                     failure, self._failure = self._failure, None
                     self._failed = True
-                    step = feed(Fail(failure, self._halt))
+                    step = feed(Fail(failure, self._halt, timestamp=self.now()))
                 else:
-                    step = feed(Abort())
+                    step = feed(Abort(timestamp=self.now()))
                 continue
             step = await self._perform(step.effects)
 
@@ -379,15 +393,30 @@ class Driver:
             recorder.outcome_pending = True  # a model's answer, a tool's result
         return step
 
+    def _feed_reported(self, input: Input) -> Step:
+        # the machine calls nobody: the run's on_transition gets the step's transitions here,
+        # before its observers hear of the input and before the step's events are delivered
+        step = self._machine_feed(input)
+        if step.transitions:
+            self._report(step.transitions)
+        return step
+
+    def _report(self, transitions: Sequence[TransitionRecord]) -> None:
+        callback = self._on_transition
+        assert callback is not None
+        for record in transitions:
+            try:
+                callback(record)
+            except Exception:  # an observer never breaks the run
+                logger.exception("on_transition raised; ignored")
+
     def _feed_observed(self, input: Input) -> Step:
-        history = self.m.history
-        mark = len(history)
         step = self._core_feed(input)
         self._last_input = input
         self._fed += 1
         watch = self._watch
         assert watch is not None
-        watch.input_fed(input, step, history[mark:])
+        watch.input_fed(input, step, step.transitions)
         return step
 
     async def _perform_observed(self, effects: list[Effect]) -> Step:
@@ -431,18 +460,19 @@ class Driver:
         feed = self.feed_input
         if self._halt:
             return Step()  # nothing starts once the signal fired: _process feeds the abort
+        now = self.now
         if isinstance(main, Proceed):
-            return feed(Proceeded())
+            return feed(Proceeded(timestamp=now()))
         if isinstance(main, PrepareArguments):
             prepare: Any = main.tool.prepare_arguments
             try:
                 value = prepare(main.raw)
             except Exception as exc:
-                return feed(ArgumentsPrepared(main.index, error=exc))
+                return feed(ArgumentsPrepared(main.index, error=exc, timestamp=now()))
             except BaseException as exc:
                 self.interrupted(exc)
                 return Step()
-            return feed(ArgumentsPrepared(main.index, value))
+            return feed(ArgumentsPrepared(main.index, value, timestamp=now()))
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
@@ -451,12 +481,12 @@ class Driver:
                     messages = await call(self.config.get_steering_messages)
                     self._scope = None
                     # the messages are kept even when the signal fired meanwhile
-                    return feed(SteeringPolled(messages, self._halt))
+                    return feed(SteeringPolled(messages, self._halt, timestamp=now()))
                 if isinstance(main, PollFollowUp):
                     assert self.config.get_follow_up_messages is not None
                     messages = await call(self.config.get_follow_up_messages)
                     self._scope = None
-                    return feed(FollowUpPolled(messages, self._halt))
+                    return feed(FollowUpPolled(messages, self._halt, timestamp=now()))
                 if isinstance(main, CheckApproval):
                     try:
                         check: Any = main.tool.requires_approval
@@ -465,9 +495,11 @@ class Driver:
                         self._scope = None
                         if self._halt:
                             return Step()
-                        return feed(ApprovalChecked(main.index, error=exc))
+                        return feed(ApprovalChecked(main.index, error=exc, timestamp=now()))
                     self._scope = None
-                    return Step() if self._halt else feed(ApprovalChecked(main.index, needed))
+                    if self._halt:
+                        return Step()
+                    return feed(ApprovalChecked(main.index, needed, timestamp=now()))
                 assert isinstance(main, CallHook)
                 hook = getattr(self.config, main.name)
                 try:
@@ -478,14 +510,14 @@ class Driver:
                     self._scope = None
                     if self._halt:
                         return Step()
-                    return feed(HookFailed(main.name, exc, main.index))
+                    return feed(HookFailed(main.name, exc, main.index, timestamp=now()))
                 self._scope = None
                 if self._halt:
                     return Step()  # an outcome after the signal fired: _process feeds the abort
-                return feed(HookReturned(main.name, value, main.index))
+                return feed(HookReturned(main.name, value, main.index, timestamp=now()))
             except Exception as exc:
                 self._scope = None
-                return feed(Fail(exc, self._halt))
+                return feed(Fail(exc, self._halt, timestamp=now()))
             except self._cancelled_exc:
                 raise
             except BaseException as exc:
@@ -500,6 +532,7 @@ class Driver:
     async def _call_model(self, effect: CallModel) -> Step:
         m = self.m
         feed = self.feed_input
+        now = self.now
         config = self.config
         signal = self.signal
         stream: Any = None
@@ -572,9 +605,9 @@ class Driver:
                                 return Step()
                         continue
                     try:
-                        step = feed(StreamEvent(event))
+                        step = feed(StreamEvent(event, timestamp=now()))
                     except MachineInputError as exc:  # the stream function yielded a non-event
-                        return feed(Fail(exc, self._halt))
+                        return feed(Fail(exc, self._halt, timestamp=now()))
                     if step.stream_over:
                         return step  # terminal (or failed): _process delivers its events
                     if step.events:
@@ -583,11 +616,11 @@ class Driver:
                             return Step()
                 if self._halt:
                     return Step()
-                return feed(StreamExhausted())
+                return feed(StreamExhausted(timestamp=now()))
             except Exception as exc:
                 # a raise before or while the stream ran (the machine is still streaming: every
                 # step that ended the stream was returned above)
-                return feed(Fail(exc, self._halt))
+                return feed(Fail(exc, self._halt, timestamp=now()))
             except self._cancelled_exc:
                 cancelled = True
                 raise
@@ -642,7 +675,9 @@ class Driver:
         if self._halt and isinstance(item, ToolFinished):
             # the signal fired before the result was fed: the call keeps its result, and no
             # after_tool_call starts
-            item = ToolFinished(item.index, item.result, item.error, aborted=True)
+            item = ToolFinished(
+                item.index, item.result, item.error, aborted=True, timestamp=item.timestamp
+            )
         return self.feed_input(item)
 
     async def _next_from_inbox(self) -> Step:

@@ -25,6 +25,7 @@ from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.approval import NO_APPROVER_TEXT, TIMEOUT_TEXT
 from agentcore_fsm.core.boundary import exc_text
 from agentcore_fsm.core.config import AgentLoopConfig
+from agentcore_fsm.core.messages import now_ms
 from agentcore_fsm.core.protocol import (
     ApprovalDecided,
     AwaitApproval,
@@ -85,8 +86,10 @@ class TaskRunner:
         signal: AbortSignal,
         watch: RunWatch | None,
         suspendable: bool,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.host = host
+        self.now = clock  # stamps the inputs the tasks post (ms)
         self.config = config
         self.signal = signal
         self.watch = watch
@@ -149,6 +152,7 @@ class TaskRunner:
         loop_thread = self.loop_thread
         host = self.host
         post = host.post
+        now = self.now
 
         def on_update(partial: AgentToolResult) -> None:
             if settled:
@@ -157,10 +161,10 @@ class TaskRunner:
                 # a wrong value raises here, in the tool that passed it (not in the run)
                 partial = AgentToolResult.model_validate(partial)
             if threading.get_ident() == loop_thread:
-                post(ToolUpdated(index, partial))
+                post(ToolUpdated(index, partial, timestamp=now()))
             else:
                 try:
-                    anyio.from_thread.run_sync(post, ToolUpdated(index, partial))
+                    anyio.from_thread.run_sync(post, ToolUpdated(index, partial, timestamp=now()))
                 except RuntimeError:
                     pass  # the worker was abandoned (abort): updates are ignored
 
@@ -190,7 +194,7 @@ class TaskRunner:
                     result = await result
         except Exception as exc:
             settled = True
-            outcome = ToolFinished(index, error=exc)
+            outcome = ToolFinished(index, error=exc, timestamp=now())
             post(outcome)
         except self.cancelled:
             settled = True
@@ -200,7 +204,7 @@ class TaskRunner:
             host.interrupted(exc)
         else:
             settled = True
-            outcome = ToolFinished(index, result)
+            outcome = ToolFinished(index, result, timestamp=now())
             post(outcome)
         finally:
             settled = True
@@ -215,13 +219,13 @@ class TaskRunner:
         try:
             value = await call(self.config.after_tool_call, effect.ctx, self.signal)  # type: ignore[arg-type]
         except Exception as exc:
-            outcome = HookFailed("after_tool_call", exc, effect.index)
+            outcome = HookFailed("after_tool_call", exc, effect.index, timestamp=self.now())
         except self.cancelled:
             raise
         except BaseException as exc:
             host.interrupted(exc)
         else:
-            outcome = HookReturned("after_tool_call", value, effect.index)
+            outcome = HookReturned("after_tool_call", value, effect.index, timestamp=self.now())
         if outcome is not None:
             host.post(outcome)
         return outcome
@@ -237,7 +241,9 @@ class TaskRunner:
                 return None  # nothing starts once the run is ending: the abort answers the call
             decide = self.config.decide_approval
             if decide is None:
-                outcome = ApprovalDecided(index, False, NO_APPROVER_TEXT, "no approver")
+                outcome = ApprovalDecided(
+                    index, False, NO_APPROVER_TEXT, "no approver", timestamp=self.now()
+                )
                 return outcome
             timeout = self.config.approval_timeout_s
             value: Any = None
@@ -246,16 +252,16 @@ class TaskRunner:
                     value = await call(decide, request, self.signal)
                 except Exception as exc:
                     reason = f"decide_approval raised: {exc_text(exc)}"
-                    outcome = ApprovalDecided(index, False, reason, "error")
+                    outcome = ApprovalDecided(index, False, reason, "error", timestamp=self.now())
                     return outcome
             if scope.cancelled_caught:
                 reason = TIMEOUT_TEXT.format(seconds=timeout)
-                outcome = ApprovalDecided(index, False, reason, "timeout")
+                outcome = ApprovalDecided(index, False, reason, "timeout", timestamp=self.now())
                 return outcome
             if value is None and self.suspendable:
                 host.post(Undecided(request))
                 return None
-            outcome = decision(index, value, self.suspendable)
+            outcome = decision(index, value, self.suspendable, self.now())
             return outcome
         except self.cancelled:
             raise
