@@ -367,16 +367,30 @@ class ToolCallMachine(DeclaredMachine):
     def _emit_result_message(self) -> None:
         result = self.result
         assert result is not None
-        message = ToolResultMessage(
-            tool_call_id=self.call.id,
-            tool_name=self.call.name,
-            content=result.content,
-            details=result.details,
-            usage=result.usage,
-            added_tool_names=result.added_tool_names,
-            is_error=self.is_error,
-            timestamp=self.loop.now,
-        )
+        call = self.call
+        if (  # the common result: its defaults left unset (a smaller message, the same value)
+            result.details is None
+            and result.usage is None
+            and result.added_tool_names is None
+            and not self.is_error
+        ):
+            message = ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=result.content,
+                timestamp=self.loop.now,
+            )
+        else:
+            message = ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=result.content,
+                details=result.details,
+                usage=result.usage,
+                added_tool_names=result.added_tool_names,
+                is_error=self.is_error,
+                timestamp=self.loop.now,
+            )
         self.message = message
         self.loop.append_message(message)
 

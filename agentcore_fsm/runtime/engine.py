@@ -140,6 +140,43 @@ class Driver:
     journaled run's entries; ``suspendable``: the run may stop unfinished to wait for approval
     decisions (a journaled run)."""
 
+    # slots: a thousand runs in flight each hold one (a dict per driver costs 1.5 KiB)
+    __slots__ = (
+        "_cancelled_exc",
+        "_core_feed",
+        "_delivered",
+        "_delivering",
+        "_emitting",
+        "_failed",
+        "_failure",
+        "_fed",
+        "_first",
+        "_halt",
+        "_interrupt",
+        "_last_input",
+        "_machine_feed",
+        "_on_transition",
+        "_perform",
+        "_recorder",
+        "_run_over",
+        "_runner",
+        "_scope",
+        "_tasks",
+        "_undecided",
+        "_watch",
+        "close_grace",
+        "config",
+        "control",
+        "emit",
+        "feed_input",
+        "m",
+        "now",
+        "signal",
+        "stream_fn",
+        "suspendable",
+        "suspended",
+    )
+
     def __init__(
         self,
         machine: LoopMachine,

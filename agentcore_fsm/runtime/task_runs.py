@@ -79,6 +79,21 @@ class TaskRunner:
     (each takes its effect); ``awaiting`` counts the approval tasks in flight (the driver
     raises it when it starts one). Set :attr:`cancelled` once the run's event loop runs."""
 
+    __slots__ = (
+        "after_hook",
+        "approval",
+        "awaiting",
+        "cancelled",
+        "config",
+        "host",
+        "loop_thread",
+        "now",
+        "signal",
+        "suspendable",
+        "tool",
+        "watch",
+    )
+
     def __init__(
         self,
         host: RunHost,
