@@ -96,7 +96,7 @@ from agentcore_fsm.runtime.approvals import Undecided
 from agentcore_fsm.runtime.observer import RunWatch
 from agentcore_fsm.runtime.recording import JournalWriteError, Recorder
 from agentcore_fsm.runtime.task_runs import TaskFn, TaskRunner, call
-from agentcore_fsm.runtime.tasks import ToolTasks, on_trio
+from agentcore_fsm.runtime.tasks import ToolTasks
 
 __all__ = ["Driver", "Emit"]
 
@@ -294,12 +294,7 @@ class Driver:
         remove = control.add_callback(self._on_abort)
         try:
             try:
-                if on_trio():
-                    # tools start in this task group's nursery (see ToolTasks)
-                    async with anyio.create_task_group():
-                        await self._body()
-                else:
-                    await self._body()  # tools are plain asyncio tasks, joined in _body
+                await self._body()
             except self._cancelled_exc:
                 # cancelled from outside (our own cancel scopes never let it out): close the
                 # run so that whoever listens sees a complete, well-formed end, then go on
@@ -328,7 +323,17 @@ class Driver:
                 first = self.feed_input(Start(timestamp=self.now()))
             elif self._on_transition is not None:
                 self._report(first.transitions)  # the transitions that led to it (resuming)
-            await self._process(first)
+            pending = await self._process(first)
+            if pending is not None:
+                # trio, and the run starts its first task: the rest of the run goes on inside a
+                # task group, whose nursery the tasks start in (asyncio needs none: tools are
+                # plain tasks, joined below)
+                async with anyio.create_task_group():
+                    tasks.use_nursery()
+                    try:
+                        await self._process(pending)
+                    finally:
+                        tasks.cancel_all()
         finally:
             tasks.cancel_all()
             await tasks.join()
@@ -350,9 +355,14 @@ class Driver:
         self._halt = True
         await self._deliver(events)
 
-    async def _process(self, step: Step) -> None:
+    async def _process(self, step: Step) -> Step | None:
+        """Deliver each step's events and perform its effects until the run is over (None), or
+        until a step would start a task on trio with no task group open yet: that step is
+        returned, its events delivered, for :meth:`_body` to go on with inside one."""
         feed = self.feed_input
         recorder = self._recorder
+        tasks = self._tasks
+        assert tasks is not None
         while True:
             if step.run_over:
                 self._run_over = True
@@ -365,13 +375,13 @@ class Driver:
             if step.events:
                 await self._deliver(step.events)
             if step.run_over:
-                return
+                return None
             if self._undecided and not self._runner.awaiting and self._failure is None:
                 if not self._halt:
                     # nothing can feed the machine any more in this process: stop here, the
                     # run unfinished (its journal keeps the requests); see RunSuspended
                     self.suspended, self._undecided = self._undecided, []
-                    return
+                    return None
             if self._failure is not None or self._halt:
                 # stop running tools first; results that arrived before are still fed (those
                 # calls keep them), then the machine closes the run
@@ -386,7 +396,10 @@ class Driver:
                 else:
                     step = feed(Abort(timestamp=self.now()))
                 continue
-            step = await self._perform(step.effects)
+            effects = step.effects
+            if tasks.needs_nursery and any(_is_task(effect) for effect in effects):
+                return Step([], effects, step.stream_over, step.run_over)  # delivered
+            step = await self._perform(effects)
 
     async def _deliver(self, events: list[Any]) -> None:
         emit = self.emit

@@ -8,9 +8,11 @@ and a turn may start many tools, so :class:`ToolTasks` uses the backend directly
 * on asyncio, a plain ``loop.create_task``, cancelled with ``Task.cancel`` and joined (shielded)
   by :meth:`ToolTasks.join` before the run returns: nothing is left running, and the run needs
   no task group at all;
-* on trio, ``start_soon`` in the nursery of the run's anyio task group (so the task group waits
-  for them as it waits for its own), each task inside its own ``trio.CancelScope``; create the
-  :class:`ToolTasks` in the task that entered that task group;
+* on trio, ``start_soon`` in the nursery of an anyio task group (so the task group waits for
+  them as it waits for its own), each task inside its own ``trio.CancelScope``; the driver
+  enters that task group only when the run starts its first task, and hands its nursery over
+  with :meth:`ToolTasks.use_nursery` (a run without tools opens none: a task group costs about
+  as much as a whole turn's transitions);
 * the inbox is a list (it holds a few items at a time); a waiting driver is woken with a
   future (asyncio) or ``trio.lowlevel.reschedule`` (trio). Posting happens on the event loop's
   thread only (worker threads go through ``anyio.from_thread``). A wait on the inbox is
@@ -61,7 +63,7 @@ async def _in_scope(scope: Any, fn: TaskFn, arg: Any) -> None:
 class ToolTasks:
     """The tasks of one run, by key (a tool call's index), and the inbox they post to.
 
-    Create it inside the run's anyio task group, in the task that entered it."""
+    On trio, hand it the nursery to start tasks in (:meth:`use_nursery`) before the first."""
 
     __slots__ = ("_cancel", "_closed", "_items", "_loop", "_nursery", "_started", "_waiter")
 
@@ -71,13 +73,21 @@ class ToolTasks:
         self._waiter: Any = None  # the waiting driver: a Future (asyncio) or a trio Task
         self._closed = False
         self._started: list[asyncio.Task[None]] = []
-        self._nursery: Any = None
+        self._nursery: Any = None  # trio: the nursery tasks start in (see use_nursery)
         self._loop: asyncio.AbstractEventLoop | None = _running_loop()
-        if self._loop is None:
-            import trio
 
-            # the task group's own nursery: the innermost one of the task that entered it
-            self._nursery = trio.lowlevel.current_task().child_nurseries[-1]
+    @property
+    def needs_nursery(self) -> bool:
+        """On trio, before :meth:`use_nursery`: no task can start yet (a run that starts none
+        never pays for a task group)."""
+        return self._loop is None and self._nursery is None
+
+    def use_nursery(self) -> None:
+        """On trio: start tasks from now on in the nursery of the task group that the calling
+        task has just entered (the innermost nursery of that task)."""
+        import trio
+
+        self._nursery = trio.lowlevel.current_task().child_nurseries[-1]
 
     # --- tasks ------------------------------------------------------------------------------
 
