@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from agentcore_fsm.core.abort import AbortController, AbortSignal
 from agentcore_fsm.core.approval import RunSuspended
@@ -35,6 +34,8 @@ from agentcore_fsm.runtime.observer import RunObserver, RunStart, RunWatch, sele
 from agentcore_fsm.runtime.recording import Journaled, Recorder
 
 if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
     from agentcore_fsm.persist.run_journal import RunJournal
     from agentcore_fsm.persist.store import RunStore
 

@@ -44,9 +44,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 
 from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.approval import ApprovalRequest

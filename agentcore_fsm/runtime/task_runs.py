@@ -18,8 +18,6 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 import anyio
-import anyio.from_thread
-import anyio.to_thread
 
 from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.approval import NO_APPROVER_TEXT, TIMEOUT_TEXT
@@ -178,6 +176,8 @@ class TaskRunner:
             if threading.get_ident() == loop_thread:
                 post(ToolUpdated(index, partial, timestamp=now()))
             else:
+                import anyio.from_thread  # a tool in a worker thread: loaded with the first
+
                 try:
                     anyio.from_thread.run_sync(post, ToolUpdated(index, partial, timestamp=now()))
                 except RuntimeError:
@@ -193,6 +193,9 @@ class TaskRunner:
             ):
                 result = await execute(effect.tool_call.id, effect.args, self.signal, on_update)
             else:
+                import anyio.from_thread  # loaded with the first plain-function tool (its
+                import anyio.to_thread  # on_update comes from the worker thread)
+
                 # boxed: trio refuses a worker whose result is a coroutine, asyncio does not
                 (result,) = await anyio.to_thread.run_sync(
                     _boxed,
