@@ -36,7 +36,6 @@ Two ways a run can end that are not data:
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -94,7 +93,7 @@ from agentcore_fsm.runtime.approvals import Undecided
 from agentcore_fsm.runtime.observer import RunWatch
 from agentcore_fsm.runtime.recording import JournalWriteError, Recorder
 from agentcore_fsm.runtime.task_runs import TaskFn, TaskRunner, call
-from agentcore_fsm.runtime.tasks import ToolTasks
+from agentcore_fsm.runtime.tasks import ToolTasks, awaitable, cancelled_class, scope_class
 
 __all__ = ["Driver", "Emit"]
 
@@ -159,6 +158,7 @@ class Driver:
         "_run_over",
         "_runner",
         "_scope",
+        "_scope_cls",
         "_tasks",
         "_undecided",
         "_watch",
@@ -209,7 +209,8 @@ class Driver:
         self._delivering: list[Any] | None = None  # the events being delivered ...
         self._delivered = 0  # ... and how many of them have been handed to emit
         self._run_over = False  # the machine said the run is over (agent_end produced)
-        self._scope: anyio.CancelScope | None = None  # the main effect in flight
+        self._scope: Any = None  # the main effect in flight: its cancel scope (see scope_class)
+        self._scope_cls: Callable[[], Any] = anyio.CancelScope
         # running tools and tool hooks, and the inbox of what they report, as machine inputs
         # (None wakes the driver); made when the run's task group is entered
         self._tasks: ToolTasks | None = None
@@ -288,7 +289,8 @@ class Driver:
         still to deliver and the effects the machine waits for)."""
         self._first = first
         control = self.control
-        self._cancelled_exc = self._runner.cancelled = anyio.get_cancelled_exc_class()
+        self._cancelled_exc = self._runner.cancelled = cancelled_class()
+        self._scope_cls = scope_class()
         remove = control.add_callback(self._on_abort)
         try:
             try:
@@ -409,7 +411,7 @@ class Driver:
             self._emitting = True
             try:
                 result = emit(event)
-                if result is not None and inspect.isawaitable(result):
+                if result is not None and awaitable(result):
                     await result
             except Exception as exc:
                 self._emit_failed(exc)
@@ -521,7 +523,7 @@ class Driver:
                 self.interrupted(exc)
                 return Step()
             return feed(ArgumentsPrepared(main.index, value, timestamp=now()))
-        with anyio.CancelScope() as scope:
+        with self._scope_cls() as scope:
             self._scope = scope
             try:
                 if isinstance(main, PollSteering):
@@ -585,7 +587,7 @@ class Driver:
         signal = self.signal
         stream: Any = None
         cancelled = False
-        with anyio.CancelScope() as scope:
+        with self._scope_cls() as scope:
             self._scope = scope
             # Once the signal fired nothing more starts and no further stream event is fed:
             # each ``return Step()`` below hands the abort to _process. A sync hook that fires
@@ -618,7 +620,7 @@ class Driver:
                     effect.context.system_prompt, llm_messages, effect.context.tools
                 )
                 stream = self.stream_fn(effect.model, llm_context, options)
-                if inspect.isawaitable(stream):
+                if awaitable(stream):
                     stream = await stream
                 if not hasattr(stream, "__aiter__"):
                     bad, stream = stream, None
@@ -639,7 +641,7 @@ class Driver:
                             self._emitting = True
                             try:
                                 result = emit(update)
-                                if result is not None and inspect.isawaitable(result):
+                                if result is not None and awaitable(result):
                                     await result
                             except Exception as exc:
                                 self._emit_failed(exc)

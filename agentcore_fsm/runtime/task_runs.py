@@ -38,6 +38,7 @@ from agentcore_fsm.core.protocol import (
 from agentcore_fsm.core.tools import AgentToolResult
 from agentcore_fsm.runtime.approvals import Undecided, decision
 from agentcore_fsm.runtime.observer import RunWatch
+from agentcore_fsm.runtime.tasks import awaitable
 
 __all__ = ["RunHost", "TaskFn", "TaskRunner", "call"]
 
@@ -63,7 +64,7 @@ class RunHost(Protocol):
 async def call(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)``, awaited when it returns an awaitable."""
     result = fn(*args)
-    if inspect.isawaitable(result):
+    if awaitable(result):
         result = await result
     return result
 

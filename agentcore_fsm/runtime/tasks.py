@@ -21,9 +21,11 @@ and a turn may start many tools, so :class:`ToolTasks` uses the backend directly
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 from collections.abc import Callable, Coroutine
+from types import AsyncGeneratorType, CoroutineType, NoneType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,7 +33,7 @@ import anyio
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["ToolTasks", "on_trio"]
+__all__ = ["ToolTasks", "awaitable", "cancelled_class", "on_trio", "scope_class"]
 
 logger = logging.getLogger("agentcore_fsm")
 
@@ -53,6 +55,43 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 def on_trio() -> bool:
     """True when the running event loop is trio's (anyio runs on asyncio or trio)."""
     return _running_loop() is None
+
+
+def cancelled_class() -> type[BaseException]:
+    """The running backend's cancellation exception (``anyio.get_cancelled_exc_class()``,
+    without asking sniffio)."""
+    if _running_loop() is not None:
+        import asyncio
+
+        return asyncio.CancelledError
+    import trio
+
+    return trio.Cancelled
+
+
+def scope_class() -> Callable[[], Any]:
+    """What makes a cancel scope on the running backend: trio's own on trio (anyio's wraps it,
+    for a third more per scope), anyio's on asyncio."""
+    if _running_loop() is None:
+        import trio
+
+        return trio.CancelScope
+    return anyio.CancelScope
+
+
+_COROUTINE = CoroutineType
+_NEVER_AWAITABLE = frozenset({AsyncGeneratorType, list, tuple, dict, str, bool, int, NoneType})
+
+
+def awaitable(value: Any) -> bool:
+    """``inspect.isawaitable(value)``, answered at once for a coroutine and for the values
+    that never are (an async generator, a list, ...), which skips its abstract-class check."""
+    cls = value.__class__
+    if cls is _COROUTINE:
+        return True
+    if cls in _NEVER_AWAITABLE:
+        return False
+    return inspect.isawaitable(value)
 
 
 async def _in_scope(scope: Any, fn: TaskFn, arg: Any) -> None:
