@@ -293,16 +293,39 @@ class Driver:
         self._scope_cls = scope_class()
         remove = control.add_callback(self._on_abort)
         try:
+            # (the body is written here, not in a coroutine of its own: a thousand runs in
+            # flight each keep every coroutine frame of their chain, 0.4 KiB a frame)
+            tasks = self._tasks = ToolTasks()
             try:
-                await self._body()
+                first = self._first
+                if first is None:
+                    first = self.feed_input(Start(timestamp=self.now()))
+                elif self._on_transition is not None:
+                    self._report(first.transitions)  # the transitions that led to it (resuming)
+                pending = await self._process(first)
+                if pending is not None:
+                    # trio, and the run starts its first task: the rest of the run goes on
+                    # inside a task group, whose nursery the tasks start in (asyncio needs
+                    # none: tools are plain tasks, joined below)
+                    async with anyio.create_task_group():
+                        tasks.use_nursery()
+                        try:
+                            await self._process(pending)
+                        finally:
+                            tasks.cancel_all()
             except self._cancelled_exc:
                 # cancelled from outside (our own cancel scopes never let it out): close the
                 # run so that whoever listens sees a complete, well-formed end, then go on
                 # being cancelled
+                tasks.cancel_all()
                 with anyio.CancelScope(shield=True) as shield:
+                    await tasks.join()
                     shield.deadline = anyio.current_time() + self.close_grace
                     await self._close_after_cancel()
                 raise
+            finally:
+                tasks.cancel_all()
+                await tasks.join()
         finally:
             remove()
             if self._tasks is not None:
@@ -314,29 +337,6 @@ class Driver:
         # a cancellation requested while the run went on without a checkpoint is delivered
         # here, not after the caller has moved on
         await anyio.lowlevel.checkpoint_if_cancelled()
-
-    async def _body(self) -> None:
-        tasks = self._tasks = ToolTasks()
-        try:
-            first = self._first
-            if first is None:
-                first = self.feed_input(Start(timestamp=self.now()))
-            elif self._on_transition is not None:
-                self._report(first.transitions)  # the transitions that led to it (resuming)
-            pending = await self._process(first)
-            if pending is not None:
-                # trio, and the run starts its first task: the rest of the run goes on inside a
-                # task group, whose nursery the tasks start in (asyncio needs none: tools are
-                # plain tasks, joined below)
-                async with anyio.create_task_group():
-                    tasks.use_nursery()
-                    try:
-                        await self._process(pending)
-                    finally:
-                        tasks.cancel_all()
-        finally:
-            tasks.cancel_all()
-            await tasks.join()
 
     async def _close_after_cancel(self) -> None:
         events: list[Any] = []
@@ -504,7 +504,11 @@ class Driver:
             else:
                 main = effect
         if main is None:
-            return await self._next_from_inbox()
+            # the next outcome a task posts. No cancel scope here (one per wait would be the
+            # costliest thing on the tool path): an abort posts a wake-up (None) instead.
+            tasks = self._tasks
+            assert tasks is not None
+            return self._feed(await tasks.get())
         if isinstance(main, CallModel):
             return await self._call_model(main)
         feed = self.feed_input
@@ -729,13 +733,6 @@ class Driver:
                 item.index, item.result, item.error, aborted=True, timestamp=item.timestamp
             )
         return self.feed_input(item)
-
-    async def _next_from_inbox(self) -> Step:
-        # No cancel scope here (one per wait would be the costliest thing on the tool path):
-        # an abort posts a wake-up (None) instead.
-        tasks = self._tasks
-        assert tasks is not None
-        return self._feed(await tasks.get())
 
     def _drain_inbox(self) -> Step | None:
         """After an abort or a failure: feed the tool outcomes that arrived before it was
