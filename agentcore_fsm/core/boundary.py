@@ -18,7 +18,7 @@ import datetime
 import enum
 import math
 import reprlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, TypeVar, get_args
@@ -123,16 +123,16 @@ def is_message(value: Any) -> bool:
     return isinstance(role, str) and bool(role)
 
 
-def _coerce_one(
-    value: Any, what: str, where: str, clock: Callable[[], int] | None = None
-) -> AgentMessage:
+def _coerce_one(value: Any, what: str, where: str, timestamp: int | None = None) -> AgentMessage:
     if isinstance(value, str):
-        if clock is not None:
-            return UserMessage(content=[TextContent(text=value)], timestamp=clock())
+        if timestamp is not None:
+            return UserMessage(content=[TextContent(text=value)], timestamp=timestamp)
         return UserMessage(content=[TextContent(text=value)])
     if isinstance(value, dict):
         role = value.get("role")
         if role in LLM_ROLES:
+            if timestamp is not None and "timestamp" not in value:
+                value = {**value, "timestamp": timestamp}
             try:
                 message: AgentMessage = MESSAGE_ADAPTER.validate_python(value)
             except ValidationError as exc:
@@ -160,23 +160,25 @@ def _coerce_one(
     )
 
 
-def coerce_messages(
-    value: Any, what: str, clock: Callable[[], int] | None = None
-) -> list[AgentMessage]:
+def coerce_messages(value: Any, what: str, timestamp: int | None = None) -> list[AgentMessage]:
     """Messages from ``value`` as ``Agent.steer()`` takes them: ``None`` is no message; a str
     becomes one user message; one message is one message; a list or tuple holds messages or
     strs. A dict with role user/assistant/toolResult is validated into that message. Anything
-    else raises :class:`InvalidValueError` naming ``what`` and the offending item."""
+    else raises :class:`InvalidValueError` naming ``what`` and the offending item.
+
+    ``timestamp`` (ms): the time of each message made here (from a str, or a dict without a
+    ``timestamp``); None reads the wall clock (the messages' default). The machine passes its
+    input's timestamp, so that it never reads a clock."""
     if value is None:
         return []
     if isinstance(value, (str, dict)) or is_message(value):
-        return [_coerce_one(value, what, "", clock)]
+        return [_coerce_one(value, what, "", timestamp)]
     if not isinstance(value, (list, tuple)):
         raise InvalidValueError(
             f"{what} gave {describe_value(value)}; expected a list of messages (or None, "
             f"one message, or a str)"
         )
-    return [_coerce_one(item, what, f"item {i} ", clock) for i, item in enumerate(value)]
+    return [_coerce_one(item, what, f"item {i} ", timestamp) for i, item in enumerate(value)]
 
 
 def check_message_list(value: Any, what: str) -> list[AgentMessage]:

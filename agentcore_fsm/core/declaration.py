@@ -12,10 +12,8 @@ they are read from the top-level ``states/`` folder.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +121,8 @@ def _tuple(value: Any) -> tuple[str, ...]:
 
 def parse_declaration(text: str) -> Declaration:
     """Parse and check a declaration from TOML text."""
+    import tomllib  # loaded with the first declaration, not with the package
+
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -238,6 +238,8 @@ def _read(name: str) -> str:
     checkout = _states_dir()
     if checkout is not None:
         return (checkout / f"{name}.toml").read_text(encoding="utf-8")
+    from importlib import resources  # an installed package's files: read on first use
+
     return resources.files("agentcore_fsm.states").joinpath(f"{name}.toml").read_text("utf-8")
 
 
@@ -246,6 +248,8 @@ def declaration_names() -> list[str]:
     checkout = _states_dir()
     if checkout is not None:
         return sorted(p.stem for p in checkout.glob("*.toml"))
+    from importlib import resources
+
     folder = resources.files("agentcore_fsm.states")
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
 

@@ -25,7 +25,8 @@ The rules, the same for every machine:
   engine offers a state's ``auto`` triggers on entering it, and an internal input's ``offers``
   after it was handled.
 * **Taking a transition**: the state changes, a :class:`TransitionRecord` is kept in ``history``
-  (and handed to ``on_transition``), the transition's emit actions run in order, then the
+  (nobody is called: a driver reads the records after the step), the transition's emit actions
+  run in order, then the
   destination is entered: its ``auto`` triggers are offered in declaration order; when none is
   taken, its effect (if declared) runs.
 """
@@ -258,23 +259,18 @@ class DeclaredMachine:
     """One run of a declaration: the base class of every machine in the project.
 
     ``state`` is the current state's name, ``history`` the transitions taken (in order),
-    ``declaration`` the :class:`~agentcore_fsm.core.declaration.Declaration`. ``on_transition`` (if
-    given) is called with each :class:`TransitionRecord` as it is taken; an observer that raises
-    is logged and ignored."""
+    ``declaration`` the :class:`~agentcore_fsm.core.declaration.Declaration`. Taking a transition
+    calls nobody: whoever feeds the machine reads the new records of ``history`` (a loop
+    machine's :class:`~agentcore_fsm.core.protocol.Step` carries them)."""
 
     declaration_name: ClassVar[str]
 
-    def __init__(
-        self,
-        declaration: Declaration | None = None,
-        on_transition: Callable[[TransitionRecord], None] | None = None,
-    ) -> None:
+    def __init__(self, declaration: Declaration | None = None) -> None:
         decl = declaration if declaration is not None else load_declaration(self.declaration_name)
         self.declaration = decl
         self._compiled = compile_declaration(decl, type(self))
         self.state: str = decl.initial
         self.history: list[TransitionRecord] = []
-        self.on_transition = on_transition
         self.fired: TransitionSpec | None = None  # the last transition taken
 
     @property
@@ -331,14 +327,7 @@ class DeclaredMachine:
         source = self.state
         self.state = dest = spec.dest
         self.fired = spec
-        record = compiled.records[spec.index][source]
-        self.history.append(record)
-        observer = self.on_transition
-        if observer is not None:
-            try:
-                observer(record)
-            except Exception:  # an observer must not break the run (or leave it mid-step)
-                logger.exception("on_transition raised; ignored")
+        self.history.append(compiled.records[spec.index][source])
         for action in compiled.actions[spec.index]:
             action(self)
         for trigger in compiled.auto.get(dest, ()):

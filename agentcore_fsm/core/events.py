@@ -26,6 +26,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeAlias, TypeVar
 from pydantic import ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
+from agentcore_fsm.core.data import Data
 from agentcore_fsm.core.messages import (
     AgentMessageField,
     AssistantMessage,
@@ -85,9 +86,10 @@ def _adapter(cls: type) -> TypeAdapter[Any]:
     return adapter
 
 
-class EventData:
+class EventData(Data):
     """Mixin giving the event dataclasses pydantic's dump/validate methods (the same ones as
-    the messages': ``model_dump(mode="json", by_alias=True)`` gives the camelCase wire form)."""
+    the messages': ``model_dump(mode="json", by_alias=True)`` gives the camelCase wire form),
+    and the ``repr``/``==`` of a dataclass (:class:`~agentcore_fsm.core.data.Data`)."""
 
     __slots__ = ()
     __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
@@ -121,7 +123,7 @@ class EventData:
 # --- stream events: what a stream function yields ------------------------------------------
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class StreamStart(EventData):
     """The first event of a model call: the (still empty) partial message exists."""
 
@@ -129,7 +131,7 @@ class StreamStart(EventData):
     partial: AssistantMessage
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class BlockEvent(EventData):
     """What every event of one block of the answer has: the block's place in the partial
     message (``partial.content[content_index]``) and the partial message itself. The base of
@@ -140,14 +142,14 @@ class BlockEvent(EventData):
     partial: AssistantMessage
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class TextStart(BlockEvent):
     """A text block opened at ``partial.content[content_index]``."""
 
     type: Literal["text_start"] = "text_start"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class TextDelta(BlockEvent):
     """``delta`` was appended to the text block at ``content_index`` (``partial`` has it)."""
 
@@ -155,7 +157,7 @@ class TextDelta(BlockEvent):
     delta: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class TextEnd(BlockEvent):
     """The text block at ``content_index`` is complete; ``content`` is its whole text."""
 
@@ -163,14 +165,14 @@ class TextEnd(BlockEvent):
     content: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ThinkingStart(BlockEvent):
     """A thinking block opened at ``partial.content[content_index]``."""
 
     type: Literal["thinking_start"] = "thinking_start"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ThinkingDelta(BlockEvent):
     """``delta`` was appended to the thinking block at ``content_index``."""
 
@@ -178,7 +180,7 @@ class ThinkingDelta(BlockEvent):
     delta: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ThinkingEnd(BlockEvent):
     """The thinking block at ``content_index`` is complete; ``content`` is its text."""
 
@@ -186,7 +188,7 @@ class ThinkingEnd(BlockEvent):
     content: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ToolCallStart(BlockEvent):
     """A tool-call block opened at ``partial.content[content_index]`` (its name and id
     are set; its arguments arrive as JSON text in :class:`ToolCallDelta` events)."""
@@ -194,7 +196,7 @@ class ToolCallStart(BlockEvent):
     type: Literal["toolcall_start"] = "toolcall_start"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ToolCallDelta(BlockEvent):
     """``delta`` is the next piece of the JSON text of the call's arguments (the block's
     ``arguments`` are parsed from the whole text at :class:`ToolCallEnd`)."""
@@ -203,7 +205,7 @@ class ToolCallDelta(BlockEvent):
     delta: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ToolCallEnd(BlockEvent):
     """The tool call at ``content_index`` is complete; ``tool_call`` has its parsed
     arguments."""
@@ -212,7 +214,7 @@ class ToolCallEnd(BlockEvent):
     tool_call: ToolCall
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class StreamDone(EventData):
     """The last event of a successful model call: ``message`` is the final assistant
     message and ``reason`` its stop reason."""
@@ -222,7 +224,7 @@ class StreamDone(EventData):
     message: AssistantMessage
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class StreamError(EventData):
     """The last event of a failed (``reason="error"``) or aborted (``reason="aborted"``)
     model call: ``error`` is the final assistant message, ``stop_reason`` and
@@ -260,14 +262,14 @@ AgentEndReason: TypeAlias = Literal["completed", "stopped", "aborted", "error"]
 """How a run ended (``AgentEndEvent.reason``)."""
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class AgentStartEvent(EventData):
     """The first event of a run."""
 
     type: Literal["agent_start"] = "agent_start"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class AgentEndEvent(EventData):
     """The last event of a run: ``messages`` are all the messages the run created, in
     order, and ``reason`` says how it ended: "completed" (nothing was left to do), "stopped"
@@ -280,14 +282,14 @@ class AgentEndEvent(EventData):
     reason: AgentEndReason = "completed"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class TurnStartEvent(EventData):
     """A turn begins: one assistant message, and the tool calls it asks for."""
 
     type: Literal["turn_start"] = "turn_start"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class TurnEndEvent(EventData):
     """A turn ends: ``message`` is its assistant message and ``tool_results`` the
     results of its tool calls, in the calls' order."""
@@ -297,7 +299,7 @@ class TurnEndEvent(EventData):
     tool_results: list[ToolResultMessage] = field(default_factory=list)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class MessageStartEvent(EventData):
     """A message enters the transcript: a prompt, a steering or follow-up message, the
     assistant message (as its partial, as streaming begins) or a tool result."""
@@ -306,7 +308,7 @@ class MessageStartEvent(EventData):
     message: AgentMessageField
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class MessageUpdateEvent(EventData):
     """The streamed assistant message changed: ``assistant_message_event`` is the
     stream event that changed it (when its ``type`` is "text_delta", its ``delta`` is the new
@@ -317,7 +319,7 @@ class MessageUpdateEvent(EventData):
     assistant_message_event: AssistantMessageEvent
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class MessageEndEvent(EventData):
     """A message is complete; ``message`` is its final form (for the assistant message,
     the final message, whose ``stop_reason`` is never "pending")."""
@@ -326,7 +328,7 @@ class MessageEndEvent(EventData):
     message: AgentMessageField
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ToolEvent(EventData):
     """What every event of one tool call has: the call's id and its tool's name. The base of
     the ``tool_execution_*`` and ``approval_*`` events (each names its ``type``)."""
@@ -336,7 +338,7 @@ class ToolEvent(EventData):
     tool_name: str
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ToolExecutionStartEvent(ToolEvent):
     """A tool call begins; ``args`` are the arguments the model sent."""
 
@@ -344,7 +346,7 @@ class ToolExecutionStartEvent(ToolEvent):
     args: Any = None
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ToolExecutionUpdateEvent(ToolEvent):
     """A running tool reported progress through its ``on_update`` callback;
     ``partial_result`` is what it reported."""
@@ -354,7 +356,7 @@ class ToolExecutionUpdateEvent(ToolEvent):
     partial_result: AgentToolResult
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ToolExecutionEndEvent(ToolEvent):
     """A tool call finished: ``result`` is its result and ``is_error`` whether it
     failed (the call was rejected, the tool raised, or the run was aborted)."""
@@ -364,7 +366,7 @@ class ToolExecutionEndEvent(ToolEvent):
     is_error: bool
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ApprovalRequestedEvent(ToolEvent):
     """A tool call waits for approval: ``args`` are the arguments as validated (what the tool
     would receive), ``reason`` why approval is asked. Comes after the call's
@@ -376,7 +378,7 @@ class ApprovalRequestedEvent(ToolEvent):
     reason: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class ApprovalDecidedEvent(ToolEvent):
     """The decision about a call that waited for approval: ``approved``, ``reason``,
     ``decided_by`` (who or what decided: the approver's text, or "timeout", "abort", "no

@@ -11,14 +11,14 @@ by name (``_guard_*``, ``_emit_*``, ``_effect_*``; see :mod:`agentcore_fsm.core.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from agentcore_fsm.core.approval import ApprovalRequest
 from agentcore_fsm.core.boundary import exc_text
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, PrepareNextTurnContext
 from agentcore_fsm.core.declaration import Declaration, load_declaration
-from agentcore_fsm.core.declared import DeclaredMachine, TransitionRecord
+from agentcore_fsm.core.declared import DeclaredMachine
 from agentcore_fsm.core.events import (
     AgentEndEvent,
     AgentEvent,
@@ -33,7 +33,6 @@ from agentcore_fsm.core.messages import (
     AssistantMessage,
     TextContent,
     ToolResultMessage,
-    now_ms,
 )
 from agentcore_fsm.core.protocol import (
     CallHook,
@@ -68,14 +67,12 @@ class LoopActions(DeclaredMachine):
         config: AgentLoopConfig,
         *,
         declaration: Declaration | None = None,
-        on_transition: Callable[[TransitionRecord], None] | None = None,
-        clock: Callable[[], int] = now_ms,
     ) -> None:
-        super().__init__(declaration, on_transition)
+        super().__init__(declaration)
         self.config = config
-        # the one outside reading: timestamps (ms) of the messages the machine makes; a replay
-        # passes the recorded values so that the same inputs give the same steps
-        self.clock = clock
+        # the timestamp (ms) of the input being handled: the time of every message it makes
+        # (the machine has no clock; see agentcore_fsm.core.protocol)
+        self.now = 0
         self.prompts = list(prompts)
         # a run works on a copy: the caller's context and list are never mutated
         self.context = AgentContext(
@@ -466,7 +463,7 @@ class LoopActions(DeclaredMachine):
             model=model.id,
             stop_reason=stop,
             error_message=text,
-            timestamp=self.clock(),
+            timestamp=self.now,
         )
 
 

@@ -161,7 +161,13 @@ class LoopMachine(LoopActions):
                 f"agentcore_fsm.core.protocol: Start, SteeringPolled, StreamEvent, ToolFinished, "
                 f"...)",
             )
-        return handler(self, input)
+        self.now = input.timestamp
+        history = self.history
+        mark = len(history)
+        step = handler(self, input)
+        if len(history) != mark:
+            step.transitions = history[mark:]
+        return step
 
     # thin named wrappers
 
@@ -297,7 +303,7 @@ class LoopMachine(LoopActions):
         self._check(name)
         poll = "get_steering_messages" if steering else "get_follow_up_messages"
         try:
-            polled = coerce_messages(input.messages, poll, self.clock)
+            polled = coerce_messages(input.messages, poll, input.timestamp)
         except InvalidValueError as exc:
             return self._failed(exc, input.aborted)
         self._polled = polled

@@ -7,16 +7,33 @@ driver performs the effects and feeds their outcomes back as inputs; it reads no
 the machine and decides nothing. Inputs are frozen data: a run is its starting data plus the
 inputs it was fed, so feeding the same inputs to a fresh machine gives the same steps.
 
+**Time comes in with the inputs.** The machine has no clock: every input carries ``timestamp``
+(milliseconds since the epoch, keyword-only), the time its outcome happened, which the driver
+stamps (:class:`~agentcore_fsm.runtime.engine.Driver`, with the run's clock). Each message the
+machine makes while handling an input (a user message from a polled str or a dict without a
+timestamp, a tool's result message, the message that closes a turn cut short) gets that input's
+``timestamp``. An input built by hand without one has ``timestamp=0``, and so have the messages
+it makes: stepping by hand stays deterministic, and a caller who wants wall-clock times passes
+``timestamp=now_ms()`` (:func:`~agentcore_fsm.core.messages.now_ms`).
+
+**A step calls nobody.** ``feed`` runs no callback: the :class:`Step` carries the
+``transitions`` it took, and the driver hands them to the run's ``on_transition`` callback and
+observers, and a journaled run's new entries to its journal, once ``feed`` has returned (the
+transitions before the step's events are delivered, as before).
+
 Effects that run user code name it; each says which input answers it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from agentcore_fsm.core.approval import ApprovalRequest
 from agentcore_fsm.core.config import AgentContext
+from agentcore_fsm.core.data import Data, Value
+from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.messages import Model, ToolCall
 from agentcore_fsm.core.tools import AgentTool
 
@@ -58,18 +75,18 @@ HookName: TypeAlias = Literal[
 # --- effects: what the machine asks for ----------------------------------------------------
 
 
-@dataclass(slots=True)
-class PollSteering:
+@dataclass(slots=True, repr=False, eq=False)
+class PollSteering(Data):
     """Call ``get_steering_messages()``; answer with :class:`SteeringPolled`."""
 
 
-@dataclass(slots=True)
-class PollFollowUp:
+@dataclass(slots=True, repr=False, eq=False)
+class PollFollowUp(Data):
     """Call ``get_follow_up_messages()``; answer with :class:`FollowUpPolled`."""
 
 
-@dataclass(slots=True)
-class CallModel:
+@dataclass(slots=True, repr=False, eq=False)
+class CallModel(Data):
     """Run one model call over ``context``: ``transform_context``, ``convert_to_llm``, the api
     key, then the stream function with ``model`` and ``reasoning``. Answer with a
     :class:`StreamEvent` per event (or ``LoopMachine.stream_update`` for deltas), then
@@ -81,8 +98,8 @@ class CallModel:
     reasoning: str | None
 
 
-@dataclass(slots=True)
-class CallHook:
+@dataclass(slots=True, repr=False, eq=False)
+class CallHook(Data):
     """Call the hook ``name`` as ``hook(ctx, signal)``; answer with :class:`HookReturned` or
     :class:`HookFailed` (same ``name`` and ``index``: the tool call's position for tool hooks).
     A turn hook that raises is a :class:`Fail`."""
@@ -92,8 +109,8 @@ class CallHook:
     index: int | None = None
 
 
-@dataclass(slots=True)
-class PrepareArguments:
+@dataclass(slots=True, repr=False, eq=False)
+class PrepareArguments(Data):
     """Call ``tool.prepare_arguments(raw)`` (a copy of the call's arguments); answer with
     :class:`ArgumentsPrepared`."""
 
@@ -102,8 +119,8 @@ class PrepareArguments:
     raw: Any
 
 
-@dataclass(slots=True)
-class ExecuteTool:
+@dataclass(slots=True, repr=False, eq=False)
+class ExecuteTool(Data):
     """Run ``tool.execute(tool_call.id, args, signal, on_update)``; answer with
     :class:`ToolUpdated` for updates and :class:`ToolFinished` once it returned or raised."""
 
@@ -113,8 +130,8 @@ class ExecuteTool:
     args: Any
 
 
-@dataclass(slots=True)
-class CheckApproval:
+@dataclass(slots=True, repr=False, eq=False)
+class CheckApproval(Data):
     """Call ``tool.requires_approval(args)`` (the call's validated arguments): does this call
     need approval? Answer with :class:`ApprovalChecked` (the bool it returned, or the error it
     raised)."""
@@ -124,8 +141,8 @@ class CheckApproval:
     args: Any
 
 
-@dataclass(slots=True)
-class AwaitApproval:
+@dataclass(slots=True, repr=False, eq=False)
+class AwaitApproval(Data):
     """Tool call ``index`` waits for approval (``request``): get a decision (the config's
     ``decide_approval``, an Agent's ``approve``/``deny``, a timeout) and answer with
     :class:`ApprovalDecided`. Nothing else of the batch runs meanwhile."""
@@ -134,8 +151,8 @@ class AwaitApproval:
     request: ApprovalRequest
 
 
-@dataclass(slots=True)
-class Proceed:
+@dataclass(slots=True, repr=False, eq=False)
+class Proceed(Data):
     """Deliver this step's events, then answer with :class:`Proceeded`.
 
     Asked for at the end of a turn when no hook runs after it: what follows a turn (another
@@ -158,79 +175,90 @@ Effect: TypeAlias = (
 # --- inputs: what the machine is fed --------------------------------------------------------
 
 
-@dataclass(slots=True, frozen=True)
-class Start:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class Start(Value):
     """Begin the run."""
 
+    timestamp: int = field(default=0, kw_only=True)
 
-@dataclass(slots=True, frozen=True)
-class SteeringPolled:
+
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class SteeringPolled(Value):
     """``get_steering_messages()`` returned ``messages``. ``aborted``: the signal had fired by
     the time it returned (the messages are kept; the run then ends as aborted)."""
 
     messages: Any = None
     aborted: bool = False
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class FollowUpPolled:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class FollowUpPolled(Value):
     """``get_follow_up_messages()`` returned ``messages`` (``aborted`` as for steering)."""
 
     messages: Any = None
     aborted: bool = False
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class StreamEvent:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class StreamEvent(Value):
     """The stream function yielded ``event``."""
 
     event: Any
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class StreamExhausted:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class StreamExhausted(Value):
     """The stream ended without a ``done``/``error`` event."""
 
+    timestamp: int = field(default=0, kw_only=True)
 
-@dataclass(slots=True, frozen=True)
-class ArgumentsPrepared:
+
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class ArgumentsPrepared(Value):
     """``prepare_arguments`` of tool call ``index`` returned ``value`` or raised ``error``."""
 
     index: int
     value: Any = None
     error: BaseException | None = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class HookReturned:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class HookReturned(Value):
     """The hook ``name`` (asked for by a :class:`CallHook`) returned ``value``."""
 
     name: HookName
     value: Any = None
     index: int | None = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class HookFailed:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class HookFailed(Value):
     """The tool hook ``name`` raised ``error``: that call's result becomes an error."""
 
     name: HookName
     error: BaseException
     index: int | None = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class ApprovalChecked:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class ApprovalChecked(Value):
     """``requires_approval`` of tool call ``index`` returned ``needed`` or raised ``error``
     (the call then gets an error result with its text)."""
 
     index: int
     needed: Any = None
     error: BaseException | None = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class ApprovalDecided:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class ApprovalDecided(Value):
     """The decision about tool call ``index``, waiting for approval: ``approved``; ``reason``;
     ``decided_by`` (who or what decided); ``args``: arguments that replace the call's
     (validated again), or None to keep them."""
@@ -240,18 +268,20 @@ class ApprovalDecided:
     reason: str | None = None
     decided_by: str = "user"
     args: Any = None
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class ToolUpdated:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class ToolUpdated(Value):
     """Running tool call ``index`` reported a partial result."""
 
     index: int
     partial: Any
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class ToolFinished:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class ToolFinished(Value):
     """Tool call ``index`` returned ``result`` or raised ``error``. ``aborted``: the signal had
     fired by the time it was fed (the call keeps its own result; no ``after_tool_call``)."""
 
@@ -259,25 +289,31 @@ class ToolFinished:
     result: Any = None
     error: BaseException | None = None
     aborted: bool = False
+    timestamp: int = field(default=0, kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
-class Proceeded:
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class Proceeded(Value):
     """The events of the turn's end were delivered (answers :class:`Proceed`)."""
 
+    timestamp: int = field(default=0, kw_only=True)
 
-@dataclass(slots=True, frozen=True)
-class Abort:
+
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class Abort(Value):
     """The abort signal fired: end the run now, losing nothing."""
 
+    timestamp: int = field(default=0, kw_only=True)
 
-@dataclass(slots=True, frozen=True)
-class Fail:
+
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class Fail(Value):
     """A failure: a hook, poll, stream function or emit raised ``error``. ``aborted``: the
     signal had fired too (the failure message is then marked aborted)."""
 
     error: BaseException
     aborted: bool = False
+    timestamp: int = field(default=0, kw_only=True)
 
 
 Input: TypeAlias = (
@@ -299,12 +335,15 @@ Input: TypeAlias = (
 )
 
 
-@dataclass(slots=True)
-class Step:
+@dataclass(slots=True, repr=False, eq=False)
+class Step(Data):
     """What one input produced: the events to emit (in order), the effects to perform, and
-    whether the model stream (``stream_over``) and the run (``run_over``) are over."""
+    whether the model stream (``stream_over``) and the run (``run_over``) are over;
+    ``transitions``: the :class:`~agentcore_fsm.core.declared.TransitionRecord` of each
+    transition of the loop machine the input took, in order (empty when it took none)."""
 
     events: list[Any] = field(default_factory=list)
     effects: list[Effect] = field(default_factory=list)
     stream_over: bool = False
     run_over: bool = False
+    transitions: Sequence[TransitionRecord] = ()

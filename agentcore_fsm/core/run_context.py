@@ -26,9 +26,8 @@ progress) into an :class:`~agentcore_fsm.core.tools.AgentToolResult`; see its do
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar, Token
 from typing import Any, Generic, TypeVar
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -104,16 +103,25 @@ class RunScope:
         return watched
 
 
-@contextmanager
-def bind_run(deps: Any = None) -> Iterator[RunScope]:
+class bind_run:  # named as the function it replaces: ``with bind_run(deps) as scope``
     """Bind a new :class:`RunScope` with ``deps`` for the code inside the block (and the
-    tasks and threads it starts); the previous binding comes back on leaving."""
-    scope = RunScope(deps)
-    token = _CURRENT.set(scope)
-    try:
-        yield scope
-    finally:
-        _CURRENT.reset(token)
+    tasks and threads it starts); the previous binding comes back on leaving. (A class, not a
+    generator-based context manager: every run enters one, and this costs a third as much.)"""
+
+    __slots__ = ("scope", "token")
+
+    def __init__(self, deps: Any = None) -> None:
+        self.scope = RunScope(deps)
+        self.token: Token[RunScope | None] | None = None
+
+    def __enter__(self) -> RunScope:
+        self.token = _CURRENT.set(self.scope)
+        return self.scope
+
+    def __exit__(self, *exc: object) -> None:
+        token, self.token = self.token, None
+        if token is not None:
+            _CURRENT.reset(token)
 
 
 def current_run() -> RunScope:

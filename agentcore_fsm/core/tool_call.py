@@ -8,14 +8,14 @@ user code (``prepare_arguments``, the hooks and ``execute`` are effects the driv
 
 The call sees its loop only through :class:`CallOwner`, a small typed interface the loop machine
 satisfies: what the call reads (the run's context and configuration, the assistant message whose
-call it is, the clock, whether it may begin or answer yet) and where what it produces goes (an
-event, an effect, its result message). This module does not import the loop's.
+call it is, the time of the input being handled, whether it may begin or answer yet) and where
+what it produces goes (an event, an effect, its result message). This module does not import
+the loop's.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from agentcore_fsm.core.approval import ApprovalRequest, denied_text
@@ -89,8 +89,8 @@ class CallOwner(Protocol):
         ...
 
     @property
-    def clock(self) -> Callable[[], int]:
-        """The run's clock (ms): the timestamp of the call's result message."""
+    def now(self) -> int:
+        """The timestamp (ms) of the input being handled: the call's result message's."""
         ...
 
     def may_begin_call(self, index: int) -> bool:
@@ -367,16 +367,30 @@ class ToolCallMachine(DeclaredMachine):
     def _emit_result_message(self) -> None:
         result = self.result
         assert result is not None
-        message = ToolResultMessage(
-            tool_call_id=self.call.id,
-            tool_name=self.call.name,
-            content=result.content,
-            details=result.details,
-            usage=result.usage,
-            added_tool_names=result.added_tool_names,
-            is_error=self.is_error,
-            timestamp=self.loop.clock(),
-        )
+        call = self.call
+        if (  # the common result: its defaults left unset (a smaller message, the same value)
+            result.details is None
+            and result.usage is None
+            and result.added_tool_names is None
+            and not self.is_error
+        ):
+            message = ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=result.content,
+                timestamp=self.loop.now,
+            )
+        else:
+            message = ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=result.content,
+                details=result.details,
+                usage=result.usage,
+                added_tool_names=result.added_tool_names,
+                is_error=self.is_error,
+                timestamp=self.loop.now,
+            )
         self.message = message
         self.loop.append_message(message)
 

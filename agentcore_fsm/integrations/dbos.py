@@ -12,8 +12,9 @@ journaled in a run store and here.
 
 Exactness needs a deterministic order of steps, so a durable run performs its effects one at a
 time: tool calls run sequentially (``tool_execution="sequential"`` is forced) and a second step
-starting while one is in flight is refused. The machine's clock is the completion time of the
-last step (recorded with each step's outcome), so clock readings replay exactly too.
+starting while one is in flight is refused. The driver stamps the machine's inputs with the
+completion time of the last step (recorded with each step's outcome), so timestamps replay
+exactly too.
 
 Events go to live listeners in this process (streamed deltas included, during the first
 execution of a model call) and, except the ``message_update`` deltas, to the workflow's DBOS
@@ -391,12 +392,10 @@ class _DurableRun:
         agent = self.agent
         config = self._config(agent.config)
         context = AgentContext(agent.system_prompt, [], self.tools)
-        # the machine's clock is the recorded one; DBOS checkpoints each step (no journal)
-        machine = LoopMachine(
-            [decode_message(p) for p in prompts], context, config, clock=self.clock
-        )
+        # the driver stamps the inputs with the recorded time; DBOS checkpoints each step
+        machine = LoopMachine([decode_message(p) for p in prompts], context, config)
         messages = await run_machine(
-            machine, stream_fn=self._stream_fn, emit=self.emit, observers=()
+            machine, stream_fn=self._stream_fn, emit=self.emit, observers=(), clock=self.clock
         )
         await self.flush()
         await DBOS.close_stream_async(EVENTS_STREAM)

@@ -1,8 +1,12 @@
 """The inputs of a run as record entries, and back (docs/record.md#the-recording-line-by-line).
 
 An entry is one JSON object per input that changed the run, ``{"input": KIND, ...}``, with the
-clock readings the machine took while handling it (``"clock"``). It holds the *outcome* of an
-effect as the machine took it, by the codec's rules (:mod:`agentcore_fsm.persist.codec`):
+input's ``"timestamp"`` (ms; left out when it is 0, an input stepped by hand). An entry of an
+older record holds instead the clock readings the machine then took (``"clock"``, a list): it
+is read back with its first reading as its timestamp (every message it makes gets that one), or
+0 when it has none; an entry with neither is read back with timestamp 0. It holds the
+*outcome* of an effect as the machine took it, by the codec's rules
+(:mod:`agentcore_fsm.persist.codec`):
 
 * a model call once it ended: its final message (``stream_done``/``stream_error``), or the
   failure it caused (``fail``); the deltas are not recorded. A model call cut short (abort or
@@ -20,7 +24,7 @@ the inputs to feed again. Both raise :class:`~agentcore_fsm.persist.codec.Record
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentcore_fsm.core.boundary import exc_text, json_data
@@ -65,7 +69,7 @@ __all__ = ["ENTRY_KINDS", "DecodedEntry", "decode_entry", "encode_input", "parti
 _TOOL_HOOKS = ("before_tool_call", "after_tool_call")
 _STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted")
 
-# every kind of entry and the fields it may hold (besides "input" and "clock")
+# every kind of entry and the fields it may hold (besides "input", "timestamp" and "clock")
 ENTRY_KINDS: dict[str, frozenset[str]] = {
     "start": frozenset(),
     "steering_polled": frozenset({"messages", "aborted"}),
@@ -83,7 +87,8 @@ ENTRY_KINDS: dict[str, frozenset[str]] = {
     "abort": frozenset({"partial"}),
     "fail": frozenset({"error", "aborted", "partial"}),
 }
-"""The kinds of entries, with the fields each may hold besides ``input`` and ``clock``."""
+"""The kinds of entries, with the fields each may hold besides ``input``, ``timestamp`` and
+``clock``."""
 
 
 # --- encoding -----------------------------------------------------------------------------------
@@ -212,11 +217,12 @@ class DecodedEntry:
     """An entry read back: the ``inputs`` to feed (a model call's message first, as a ``start``
     stream event: the partial one of a call cut short, the final one of a call that ended), the
     arguments ``before_tool_call`` left (``args``:
-    call index and dict, to put back before feeding), and the clock readings."""
+    call index and dict, to put back before feeding), and the ``timestamp`` every input of it
+    carries."""
 
     kind: str
     inputs: list[Input]
-    clock: list[int] = field(default_factory=list)
+    timestamp: int = 0
     args: tuple[int, dict[str, Any]] | None = None
 
 
@@ -232,26 +238,29 @@ def decode_entry(entry: Any, calls: int, tools: ToolResolver) -> DecodedEntry:
         raise RecordError(f"unknown kind of entry {kind!r}")
     what = f"the {kind} entry"
     for key in entry:
-        if key not in allowed and key not in ("input", "clock"):
+        if key not in allowed and key not in ("input", "timestamp", "clock"):
             raise RecordError(f"{what} has an unknown field {key!r}")
     clock = entry.get("clock", [])
     if not isinstance(clock, list) or not all(
         isinstance(t, int) and not isinstance(t, bool) for t in clock
     ):
         raise RecordError(f"{what}'s clock must be a list of ints (milliseconds)")
+    timestamp = entry.get("timestamp", clock[0] if clock else 0)
+    if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+        raise RecordError(f"{what}'s timestamp must be an int (milliseconds)")
     inputs: list[Input] = []
     if "partial" in entry:
         partial = decode_message(entry["partial"], f"{what}'s partial message")
-        inputs.append(StreamEvent(StreamStart(partial=partial)))
-    decoded = DecodedEntry(kind, inputs, list(clock))
+        inputs.append(StreamEvent(StreamStart(partial=partial), timestamp=timestamp))
+    decoded = DecodedEntry(kind, inputs, timestamp)
     item = _input(kind, entry, what, calls, tools, decoded)
     if not inputs and isinstance(item, StreamEvent):
         # the answer's start, as the stream gave it before its end (its deltas are not
         # recorded): its message_start comes before the end's transitions, as it did
         ended = item.event
         message = ended.message if isinstance(ended, StreamDone) else ended.error
-        inputs.append(StreamEvent(StreamStart(partial=message)))
-    inputs.append(item)
+        inputs.append(StreamEvent(StreamStart(partial=message), timestamp=timestamp))
+    inputs.append(replace(item, timestamp=timestamp) if timestamp else item)
     return decoded
 
 

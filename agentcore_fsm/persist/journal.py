@@ -3,7 +3,7 @@
 The loop machine is pure: feeding the same inputs to a fresh machine gives the same steps. So a
 run is recorded as its **header** (the prompts, the starting context, the model and the few
 settings that shape the machine) and its **entries**: one JSON entry per input that changed
-the run, each with the clock readings the machine took while handling it
+the run, each with its input's timestamp
 (:mod:`agentcore_fsm.persist.inputs`; values by the rules of :mod:`agentcore_fsm.persist.codec`).
 :class:`JournaledLoopMachine` is a :class:`~agentcore_fsm.core.machine.LoopMachine` that keeps
 both as it goes; :meth:`~JournaledLoopMachine.snapshot` turns them into a versioned
@@ -22,12 +22,12 @@ run, the entry and what is wrong.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
@@ -37,7 +37,7 @@ from agentcore_fsm.core.config import AgentContext, AgentLoopConfig
 from agentcore_fsm.core.declaration import Declaration, load_declaration
 from agentcore_fsm.core.declared import MachineError
 from agentcore_fsm.core.machine import LoopMachine
-from agentcore_fsm.core.messages import Model, ThinkingLevel, now_ms
+from agentcore_fsm.core.messages import Model, ThinkingLevel
 from agentcore_fsm.core.protocol import Effect, Input, Step
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.persist.codec import (
@@ -72,6 +72,8 @@ __all__ = [
     "derive_run",
     "encode_message",
 ]
+
+logger = logging.getLogger("agentcore_fsm")
 
 JOURNAL_FORMAT = 2
 """The version of the header/entry format this code writes (format 2 added the tools'
@@ -265,26 +267,6 @@ def read_header(header: Any, tools: ToolResolver) -> RunHeader:
     )
 
 
-# --- the clock ----------------------------------------------------------------------------------
-
-
-class _Clock:
-    """The machine's clock: records each reading (live) or hands out recorded ones (replay)."""
-
-    __slots__ = ("readings", "replay", "source")
-
-    def __init__(self, source: Callable[[], int]) -> None:
-        self.source = source
-        self.readings: list[int] = []
-        self.replay: list[int] | None = None
-
-    def __call__(self) -> int:
-        replay = self.replay
-        value = replay.pop(0) if replay else self.source()
-        self.readings.append(value)
-        return value
-
-
 # --- the machine --------------------------------------------------------------------------------
 
 
@@ -306,12 +288,10 @@ class JournaledLoopMachine(LoopMachine):
         config: AgentLoopConfig,
         *,
         continuing: bool = False,
-        clock: Callable[[], int] = now_ms,
         **kwargs: Any,
     ) -> None:
-        self._journal_clock = _Clock(clock)
         prompts = list(prompts)
-        super().__init__(prompts, context, config, clock=self._journal_clock, **kwargs)
+        super().__init__(prompts, context, config, **kwargs)
         self.journal_error: Exception | None = None
         """Set when an entry could not be made: journaling stopped there (a driver fails the
         run)."""
@@ -334,16 +314,9 @@ class JournaledLoopMachine(LoopMachine):
         except RecordError as exc:
             raise JournalError(f"the run cannot be recorded: {exc}") from None
 
-    @property
-    def clock_readings(self) -> list[int]:
-        """The clock readings the machine took while handling the last input fed."""
-        return list(self._journal_clock.readings)
-
     def feed(self, input: Input) -> Step:
         """Feed ``input`` (see :meth:`LoopMachine.feed`) and journal it."""
         partial = partial_of(self, input)
-        clock = self._journal_clock
-        clock.readings = []
         failed_before = self.failure is not None
         step = super().feed(input)
         if self.journal_error is not None:
@@ -355,22 +328,12 @@ class JournaledLoopMachine(LoopMachine):
             return step
         if entry is not None:
             entry = RecordData(entry)  # JSON data by construction: encoded once, unchecked
-            entry["clock"] = clock.readings
+            if input.timestamp:
+                entry["timestamp"] = input.timestamp
             # the driver takes new entries from here after each step and writes them through
             # the run's journal (agentcore_fsm.runtime.recording): feed calls nobody
             self.entries.append(entry)
         return step
-
-    @contextlib.contextmanager
-    def recorded_clock(self, readings: Iterable[int]) -> Iterator[None]:
-        """Within the block, the machine's clock hands out ``readings`` (the ones recorded with
-        an entry), then reads the live clock again."""
-        clock = self._journal_clock
-        clock.replay = list(readings)
-        try:
-            yield
-        finally:
-            clock.replay = None
 
     def snapshot(self) -> RunSnapshot:
         """The run so far as a :class:`RunSnapshot` (take it between steps)."""
@@ -455,7 +418,6 @@ def _restore(
             header.context,
             config,
             continuing=header.continuing,
-            on_transition=on_transition,
         )
     except JournalError as exc:
         raise JournalError(f"{where}{exc}", run_id=run_id) from None
@@ -486,12 +448,13 @@ def _restore(
         fed: list[Step] = []
         entry_marks: list[tuple[int, int]] = []
         try:
-            with machine.recorded_clock(decoded.clock):
-                for item in decoded.inputs:
-                    step = LoopMachine.feed(machine, item)
-                    fed.append(step)
-                    events += len(step.events)
-                    entry_marks.append((len(machine.history), events))
+            for item in decoded.inputs:
+                step = LoopMachine.feed(machine, item)
+                fed.append(step)
+                events += len(step.events)
+                entry_marks.append((len(machine.history), events))
+                if on_transition is not None:  # the machine calls nobody: the reader does
+                    _report(on_transition, step.transitions)
         except MachineError as exc:
             raise JournalError(
                 f"{at} does not fit the machine in state {machine.state!r}: {exc_text(exc)}",
@@ -509,6 +472,14 @@ def _restore(
         marks.append(entry_marks)
         machine.entries.append(entry)
     return machine, steps, marks
+
+
+def _report(on_transition: Any, records: Sequence[Any]) -> None:
+    for record in records:
+        try:
+            on_transition(record)
+        except Exception:  # an observer never breaks reading the run back
+            logger.exception("on_transition raised; ignored")
 
 
 # --- reading a run without its live objects ------------------------------------------------------

@@ -20,20 +20,22 @@ class Undecided:
         self.request = request
 
 
-def decision(index: int, value: Any, suspendable: bool) -> ApprovalDecided:
-    """What ``decide_approval`` returned, as the machine's input: an
+def decision(index: int, value: Any, suspendable: bool, timestamp: int = 0) -> ApprovalDecided:
+    """What ``decide_approval`` returned, as the machine's input (stamped ``timestamp``): an
     :class:`~agentcore_fsm.core.approval.ApprovalDecision` (or a dict of its fields), a bool;
     junk is a denial whose reason says what was wrong."""
     if isinstance(value, bool):
-        return ApprovalDecided(index, value, None, "user")
+        return ApprovalDecided(index, value, None, "user", timestamp=timestamp)
     if isinstance(value, dict):
         try:
             value = ApprovalDecision.model_validate(value)
         except Exception as exc:
             reason = f"decide_approval returned an invalid decision: {exc_text(exc)}"
-            return ApprovalDecided(index, False, reason, "error")
+            return ApprovalDecided(index, False, reason, "error", timestamp=timestamp)
     if isinstance(value, ApprovalDecision):
-        return ApprovalDecided(index, value.approved, value.reason, value.decided_by, value.args)
+        return ApprovalDecided(
+            index, value.approved, value.reason, value.decided_by, value.args, timestamp=timestamp
+        )
     expected = "an ApprovalDecision, a dict with its fields, a bool"
     if value is None:
         reason = (
@@ -44,4 +46,4 @@ def decision(index: int, value: Any, suspendable: bool) -> ApprovalDecided:
         reason = f"decide_approval returned {describe_value(value)}; expected {expected}" + (
             " or None" if suspendable else ""
         )
-    return ApprovalDecided(index, False, reason, "error")
+    return ApprovalDecided(index, False, reason, "error", timestamp=timestamp)

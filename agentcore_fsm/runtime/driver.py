@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from agentcore_fsm.core.abort import AbortController, AbortSignal
 from agentcore_fsm.core.approval import RunSuspended
@@ -27,7 +26,7 @@ from agentcore_fsm.core.boundary import coerce_messages, is_message
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.machine import LoopMachine
-from agentcore_fsm.core.messages import AgentMessage
+from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.protocol import Step
 from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.runtime.engine import Driver, Emit
@@ -35,6 +34,8 @@ from agentcore_fsm.runtime.observer import RunObserver, RunStart, RunWatch, sele
 from agentcore_fsm.runtime.recording import Journaled, Recorder
 
 if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
     from agentcore_fsm.persist.run_journal import RunJournal
     from agentcore_fsm.persist.store import RunStore
 
@@ -116,6 +117,8 @@ async def run_machine(
     observers: Sequence[RunObserver] | None = None,
     run_id: str | None = None,
     resumed: bool = False,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+    clock: Callable[[], int] = now_ms,
 ) -> list[AgentMessage]:
     """Run ``machine`` (a :class:`~agentcore_fsm.core.machine.LoopMachine` nobody has fed
     yet, or, with ``first``, one a caller brought to a step boundary) to its end; return the
@@ -127,7 +130,9 @@ async def run_machine(
     observers (None: the registered ones, see
     :func:`~agentcore_fsm.runtime.observer.register_observer`). ``run_id`` names the run to
     its observers and in :class:`~agentcore_fsm.core.approval.RunSuspended`; ``resumed`` tells
-    them the run is continued from its journal.
+    them the run is continued from its journal. ``on_transition`` gets the machine's transitions
+    (``first``'s, then each step's, before the step's events are delivered). ``clock`` (ms)
+    stamps every input fed (the machine has none; a durable engine passes its recorded time).
 
     ``journal``: write the run's record through it (the machine must keep its journal, e.g. a
     :class:`~agentcore_fsm.persist.journal.JournaledLoopMachine`); see
@@ -139,7 +144,20 @@ async def run_machine(
     chosen = select_observers(None, None) if observers is None else list(observers)
     if signal is None:
         signal = AbortController().signal
-    return await _drive(machine, first, fn, emit, signal, None, journal, chosen, run_id, resumed)
+    return await _drive(
+        machine,
+        first,
+        fn,
+        emit,
+        signal,
+        None,
+        journal,
+        chosen,
+        run_id,
+        resumed,
+        on_transition,
+        clock,
+    )
 
 
 async def _drive(
@@ -153,12 +171,21 @@ async def _drive(
     observers: list[RunObserver],
     run_id: str | None,
     resumed: bool,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+    clock: Callable[[], int] = now_ms,
 ) -> list[AgentMessage]:
     if journal is None and not observers:
         # the plain run: no port to serve (the one check a run makes)
-        await Driver(machine, stream_fn, emit, signal, control, close_grace=CLOSE_GRACE_S).run(
-            first
-        )
+        await Driver(
+            machine,
+            stream_fn,
+            emit,
+            signal,
+            control,
+            close_grace=CLOSE_GRACE_S,
+            on_transition=on_transition,
+            clock=clock,
+        ).run(first)
         return machine.new_messages
     recorder: Recorder | None = None
     if journal is not None:
@@ -179,6 +206,8 @@ async def _drive(
         watch=watch,
         recorder=recorder,
         suspendable=recorder is not None,
+        on_transition=on_transition,
+        clock=clock,
     )
     entered = watch.enter_run() if watch is not None else []
     error: BaseException | None = None
@@ -328,7 +357,7 @@ async def run_agent_loop_continue(
         )
 
 
-async def _start(
+def _start(
     prompts: list[AgentMessage],
     context: AgentContext,
     config: AgentLoopConfig,
@@ -341,16 +370,28 @@ async def _start(
     store: RunStore | None,
     run_id: str | None,
     session_id: str | None,
-) -> list[AgentMessage]:
+) -> Coroutine[Any, Any, list[AgentMessage]]:
+    """The run's machine and journal, made now; the run itself, to await (a plain function:
+    the run's chain of coroutines is one frame shorter, which a thousand runs in flight feel)."""
     if signal is None:
         # hooks, tools and the stream function always get a signal: the run makes its own
         signal = AbortController().signal
     if store is None:
         if run_id is not None or session_id is not None:
             raise ValueError("run_id and session_id need a store (store=...)")
-        machine = LoopMachine(prompts, context, config, on_transition=on_transition)
-        return await _drive(
-            machine, None, stream_fn, emit, signal, None, None, observers, None, False
+        machine = LoopMachine(prompts, context, config)
+        return _drive(
+            machine,
+            None,
+            stream_fn,
+            emit,
+            signal,
+            None,
+            None,
+            observers,
+            None,
+            False,
+            on_transition,
         )
     if not isinstance(run_id, str) or not run_id:
         raise ValueError("a journaled run needs a run_id: a non-empty str (the id to resume it by)")
@@ -358,12 +399,20 @@ async def _start(
     from agentcore_fsm.persist.journal import JournaledLoopMachine
     from agentcore_fsm.persist.run_journal import StoreJournal
 
-    journaled = JournaledLoopMachine(
-        prompts, context, config, on_transition=on_transition, continuing=continuing
-    )
+    journaled = JournaledLoopMachine(prompts, context, config, continuing=continuing)
     journal = StoreJournal(store, run_id, session_id)
-    return await _drive(
-        journaled, None, stream_fn, emit, signal, None, journal, observers, run_id, False
+    return _drive(
+        journaled,
+        None,
+        stream_fn,
+        emit,
+        signal,
+        None,
+        journal,
+        observers,
+        run_id,
+        False,
+        on_transition,
     )
 
 
@@ -434,7 +483,7 @@ async def _loop_cm(
         error: BaseException | None = None
         try:
             with send, bind_run(deps) as scope:
-                machine = LoopMachine(prompts, context, config, on_transition=on_transition)
+                machine = LoopMachine(prompts, context, config)
                 result = await _drive(
                     machine,
                     None,
@@ -446,6 +495,7 @@ async def _loop_cm(
                     chosen,
                     None,
                     False,
+                    on_transition,
                 )
         except BaseException as exc:
             error = exc

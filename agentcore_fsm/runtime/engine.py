@@ -10,6 +10,9 @@ no decisions about what happens next; it only
   and tool executions, which run in the run's task group and report back through an inbox;
 * turns what goes wrong into inputs: a raise becomes ``fail`` (or ``hook_failed`` for tool
   hooks, ``tool_finished(error=...)`` for tools), the signal firing becomes ``abort``;
+* stamps every input it feeds with the time (ms) of its outcome, from the run's clock (the
+  machine has none), and hands each step's transitions to the run's ``on_transition`` callback
+  (the machine calls nobody);
 * serves the run's ports: its observers (:mod:`agentcore_fsm.runtime.observer`) see each input,
   event and effect, and a journaled run's new entries go to its recorder
   (:mod:`agentcore_fsm.runtime.recording`), which writes them through the run's journal. A run
@@ -33,17 +36,14 @@ Two ways a run can end that are not data:
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 
 from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.approval import ApprovalRequest
@@ -58,9 +58,9 @@ from agentcore_fsm.core.config import (
     default_convert_to_llm,
     stream_options,
 )
-from agentcore_fsm.core.declared import MachineInputError
+from agentcore_fsm.core.declared import MachineInputError, TransitionRecord
 from agentcore_fsm.core.machine import LoopMachine
-from agentcore_fsm.core.messages import AgentMessage
+from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.protocol import (
     Abort,
     ApprovalChecked,
@@ -93,7 +93,7 @@ from agentcore_fsm.runtime.approvals import Undecided
 from agentcore_fsm.runtime.observer import RunWatch
 from agentcore_fsm.runtime.recording import JournalWriteError, Recorder
 from agentcore_fsm.runtime.task_runs import TaskFn, TaskRunner, call
-from agentcore_fsm.runtime.tasks import ToolTasks, on_trio
+from agentcore_fsm.runtime.tasks import ToolTasks, awaitable, cancelled_class, scope_class
 
 __all__ = ["Driver", "Emit"]
 
@@ -137,6 +137,44 @@ class Driver:
     journaled run's entries; ``suspendable``: the run may stop unfinished to wait for approval
     decisions (a journaled run)."""
 
+    # slots: a thousand runs in flight each hold one (a dict per driver costs 1.5 KiB)
+    __slots__ = (
+        "_cancelled_exc",
+        "_core_feed",
+        "_delivered",
+        "_delivering",
+        "_emitting",
+        "_failed",
+        "_failure",
+        "_fed",
+        "_first",
+        "_halt",
+        "_interrupt",
+        "_last_input",
+        "_machine_feed",
+        "_on_transition",
+        "_perform",
+        "_recorder",
+        "_run_over",
+        "_runner",
+        "_scope",
+        "_scope_cls",
+        "_tasks",
+        "_undecided",
+        "_watch",
+        "close_grace",
+        "config",
+        "control",
+        "emit",
+        "feed_input",
+        "m",
+        "now",
+        "signal",
+        "stream_fn",
+        "suspendable",
+        "suspended",
+    )
+
     def __init__(
         self,
         machine: LoopMachine,
@@ -149,8 +187,11 @@ class Driver:
         watch: RunWatch | None = None,
         recorder: Recorder | None = None,
         suspendable: bool = False,
+        on_transition: Callable[[TransitionRecord], None] | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.m = machine
+        self.now = clock  # stamps every input fed (ms): the machine has no clock
         if watch is not None:
             stream_fn = watch.wrap_stream_fn(stream_fn)
             emit = watch.wrap_emit(emit)
@@ -168,7 +209,8 @@ class Driver:
         self._delivering: list[Any] | None = None  # the events being delivered ...
         self._delivered = 0  # ... and how many of them have been handed to emit
         self._run_over = False  # the machine said the run is over (agent_end produced)
-        self._scope: anyio.CancelScope | None = None  # the main effect in flight
+        self._scope: Any = None  # the main effect in flight: its cancel scope (see scope_class)
+        self._scope_cls: Callable[[], Any] = anyio.CancelScope
         # running tools and tool hooks, and the inbox of what they report, as machine inputs
         # (None wakes the driver); made when the run's task group is entered
         self._tasks: ToolTasks | None = None
@@ -185,6 +227,10 @@ class Driver:
         self._last_input: Input | None = None  # observed runs: the last input fed ...
         self._fed = 0  # ... and how many were
         core_feed = self._feed_journaled if recorder is not None else machine.feed
+        self._on_transition = on_transition
+        if on_transition is not None:
+            self._machine_feed = core_feed
+            core_feed = self._feed_reported
         self._core_feed: Callable[[Input], Step] = core_feed
         self.feed_input: Callable[[Input], Step] = (
             self._feed_observed if watch is not None else core_feed
@@ -192,7 +238,7 @@ class Driver:
         self._perform: Callable[[list[Effect]], Awaitable[Step]] = (
             self._perform_observed if watch is not None else self._perform_effects
         )
-        self._runner = TaskRunner(self, machine.config, signal, watch, suspendable)
+        self._runner = TaskRunner(self, machine.config, signal, watch, suspendable, clock)
         if recorder is not None:
             recorder.on_failure = self._journal_failed
 
@@ -243,24 +289,43 @@ class Driver:
         still to deliver and the effects the machine waits for)."""
         self._first = first
         control = self.control
-        self._cancelled_exc = self._runner.cancelled = anyio.get_cancelled_exc_class()
+        self._cancelled_exc = self._runner.cancelled = cancelled_class()
+        self._scope_cls = scope_class()
         remove = control.add_callback(self._on_abort)
         try:
+            # (the body is written here, not in a coroutine of its own: a thousand runs in
+            # flight each keep every coroutine frame of their chain, 0.4 KiB a frame)
+            tasks = self._tasks = ToolTasks()
             try:
-                if on_trio():
-                    # tools start in this task group's nursery (see ToolTasks)
+                first = self._first
+                if first is None:
+                    first = self.feed_input(Start(timestamp=self.now()))
+                elif self._on_transition is not None:
+                    self._report(first.transitions)  # the transitions that led to it (resuming)
+                pending = await self._process(first)
+                if pending is not None:
+                    # trio, and the run starts its first task: the rest of the run goes on
+                    # inside a task group, whose nursery the tasks start in (asyncio needs
+                    # none: tools are plain tasks, joined below)
                     async with anyio.create_task_group():
-                        await self._body()
-                else:
-                    await self._body()  # tools are plain asyncio tasks, joined in _body
+                        tasks.use_nursery()
+                        try:
+                            await self._process(pending)
+                        finally:
+                            tasks.cancel_all()
             except self._cancelled_exc:
                 # cancelled from outside (our own cancel scopes never let it out): close the
                 # run so that whoever listens sees a complete, well-formed end, then go on
                 # being cancelled
+                tasks.cancel_all()
                 with anyio.CancelScope(shield=True) as shield:
+                    await tasks.join()
                     shield.deadline = anyio.current_time() + self.close_grace
                     await self._close_after_cancel()
                 raise
+            finally:
+                tasks.cancel_all()
+                await tasks.join()
         finally:
             remove()
             if self._tasks is not None:
@@ -273,15 +338,6 @@ class Driver:
         # here, not after the caller has moved on
         await anyio.lowlevel.checkpoint_if_cancelled()
 
-    async def _body(self) -> None:
-        tasks = self._tasks = ToolTasks()
-        try:
-            first = self._first
-            await self._process(self.feed_input(Start()) if first is None else first)
-        finally:
-            tasks.cancel_all()
-            await tasks.join()
-
     async def _close_after_cancel(self) -> None:
         events: list[Any] = []
         delivering = self._delivering
@@ -292,16 +348,21 @@ class Driver:
         while not self._run_over:
             step = self._drain_inbox()
             if step is None:
-                step = self.feed_input(Abort())
+                step = self.feed_input(Abort(timestamp=self.now()))
             self._run_over = step.run_over
             events.extend(step.events)
         self._failed = True  # from here on an emit error is only logged
         self._halt = True
         await self._deliver(events)
 
-    async def _process(self, step: Step) -> None:
+    async def _process(self, step: Step) -> Step | None:
+        """Deliver each step's events and perform its effects until the run is over (None), or
+        until a step would start a task on trio with no task group open yet: that step is
+        returned, its events delivered, for :meth:`_body` to go on with inside one."""
         feed = self.feed_input
         recorder = self._recorder
+        tasks = self._tasks
+        assert tasks is not None
         while True:
             if step.run_over:
                 self._run_over = True
@@ -314,13 +375,13 @@ class Driver:
             if step.events:
                 await self._deliver(step.events)
             if step.run_over:
-                return
+                return None
             if self._undecided and not self._runner.awaiting and self._failure is None:
                 if not self._halt:
                     # nothing can feed the machine any more in this process: stop here, the
                     # run unfinished (its journal keeps the requests); see RunSuspended
                     self.suspended, self._undecided = self._undecided, []
-                    return
+                    return None
             if self._failure is not None or self._halt:
                 # stop running tools first; results that arrived before are still fed (those
                 # calls keep them), then the machine closes the run
@@ -331,11 +392,14 @@ class Driver:
                 elif self._failure is not None:
                     failure, self._failure = self._failure, None
                     self._failed = True
-                    step = feed(Fail(failure, self._halt))
+                    step = feed(Fail(failure, self._halt, timestamp=self.now()))
                 else:
-                    step = feed(Abort())
+                    step = feed(Abort(timestamp=self.now()))
                 continue
-            step = await self._perform(step.effects)
+            effects = step.effects
+            if tasks.needs_nursery and any(_is_task(effect) for effect in effects):
+                return Step([], effects, step.stream_over, step.run_over)  # delivered
+            step = await self._perform(effects)
 
     async def _deliver(self, events: list[Any]) -> None:
         emit = self.emit
@@ -347,7 +411,7 @@ class Driver:
             self._emitting = True
             try:
                 result = emit(event)
-                if result is not None and inspect.isawaitable(result):
+                if result is not None and awaitable(result):
                     await result
             except Exception as exc:
                 self._emit_failed(exc)
@@ -379,15 +443,30 @@ class Driver:
             recorder.outcome_pending = True  # a model's answer, a tool's result
         return step
 
+    def _feed_reported(self, input: Input) -> Step:
+        # the machine calls nobody: the run's on_transition gets the step's transitions here,
+        # before its observers hear of the input and before the step's events are delivered
+        step = self._machine_feed(input)
+        if step.transitions:
+            self._report(step.transitions)
+        return step
+
+    def _report(self, transitions: Sequence[TransitionRecord]) -> None:
+        callback = self._on_transition
+        assert callback is not None
+        for record in transitions:
+            try:
+                callback(record)
+            except Exception:  # an observer never breaks the run
+                logger.exception("on_transition raised; ignored")
+
     def _feed_observed(self, input: Input) -> Step:
-        history = self.m.history
-        mark = len(history)
         step = self._core_feed(input)
         self._last_input = input
         self._fed += 1
         watch = self._watch
         assert watch is not None
-        watch.input_fed(input, step, history[mark:])
+        watch.input_fed(input, step, step.transitions)
         return step
 
     async def _perform_observed(self, effects: list[Effect]) -> Step:
@@ -425,25 +504,30 @@ class Driver:
             else:
                 main = effect
         if main is None:
-            return await self._next_from_inbox()
+            # the next outcome a task posts. No cancel scope here (one per wait would be the
+            # costliest thing on the tool path): an abort posts a wake-up (None) instead.
+            tasks = self._tasks
+            assert tasks is not None
+            return self._feed(await tasks.get())
         if isinstance(main, CallModel):
             return await self._call_model(main)
         feed = self.feed_input
         if self._halt:
             return Step()  # nothing starts once the signal fired: _process feeds the abort
+        now = self.now
         if isinstance(main, Proceed):
-            return feed(Proceeded())
+            return feed(Proceeded(timestamp=now()))
         if isinstance(main, PrepareArguments):
             prepare: Any = main.tool.prepare_arguments
             try:
                 value = prepare(main.raw)
             except Exception as exc:
-                return feed(ArgumentsPrepared(main.index, error=exc))
+                return feed(ArgumentsPrepared(main.index, error=exc, timestamp=now()))
             except BaseException as exc:
                 self.interrupted(exc)
                 return Step()
-            return feed(ArgumentsPrepared(main.index, value))
-        with anyio.CancelScope() as scope:
+            return feed(ArgumentsPrepared(main.index, value, timestamp=now()))
+        with self._scope_cls() as scope:
             self._scope = scope
             try:
                 if isinstance(main, PollSteering):
@@ -451,12 +535,12 @@ class Driver:
                     messages = await call(self.config.get_steering_messages)
                     self._scope = None
                     # the messages are kept even when the signal fired meanwhile
-                    return feed(SteeringPolled(messages, self._halt))
+                    return feed(SteeringPolled(messages, self._halt, timestamp=now()))
                 if isinstance(main, PollFollowUp):
                     assert self.config.get_follow_up_messages is not None
                     messages = await call(self.config.get_follow_up_messages)
                     self._scope = None
-                    return feed(FollowUpPolled(messages, self._halt))
+                    return feed(FollowUpPolled(messages, self._halt, timestamp=now()))
                 if isinstance(main, CheckApproval):
                     try:
                         check: Any = main.tool.requires_approval
@@ -465,9 +549,11 @@ class Driver:
                         self._scope = None
                         if self._halt:
                             return Step()
-                        return feed(ApprovalChecked(main.index, error=exc))
+                        return feed(ApprovalChecked(main.index, error=exc, timestamp=now()))
                     self._scope = None
-                    return Step() if self._halt else feed(ApprovalChecked(main.index, needed))
+                    if self._halt:
+                        return Step()
+                    return feed(ApprovalChecked(main.index, needed, timestamp=now()))
                 assert isinstance(main, CallHook)
                 hook = getattr(self.config, main.name)
                 try:
@@ -478,14 +564,14 @@ class Driver:
                     self._scope = None
                     if self._halt:
                         return Step()
-                    return feed(HookFailed(main.name, exc, main.index))
+                    return feed(HookFailed(main.name, exc, main.index, timestamp=now()))
                 self._scope = None
                 if self._halt:
                     return Step()  # an outcome after the signal fired: _process feeds the abort
-                return feed(HookReturned(main.name, value, main.index))
+                return feed(HookReturned(main.name, value, main.index, timestamp=now()))
             except Exception as exc:
                 self._scope = None
-                return feed(Fail(exc, self._halt))
+                return feed(Fail(exc, self._halt, timestamp=now()))
             except self._cancelled_exc:
                 raise
             except BaseException as exc:
@@ -500,11 +586,12 @@ class Driver:
     async def _call_model(self, effect: CallModel) -> Step:
         m = self.m
         feed = self.feed_input
+        now = self.now
         config = self.config
         signal = self.signal
         stream: Any = None
         cancelled = False
-        with anyio.CancelScope() as scope:
+        with self._scope_cls() as scope:
             self._scope = scope
             # Once the signal fired nothing more starts and no further stream event is fed:
             # each ``return Step()`` below hands the abort to _process. A sync hook that fires
@@ -537,7 +624,7 @@ class Driver:
                     effect.context.system_prompt, llm_messages, effect.context.tools
                 )
                 stream = self.stream_fn(effect.model, llm_context, options)
-                if inspect.isawaitable(stream):
+                if awaitable(stream):
                     stream = await stream
                 if not hasattr(stream, "__aiter__"):
                     bad, stream = stream, None
@@ -558,7 +645,7 @@ class Driver:
                             self._emitting = True
                             try:
                                 result = emit(update)
-                                if result is not None and inspect.isawaitable(result):
+                                if result is not None and awaitable(result):
                                     await result
                             except Exception as exc:
                                 self._emit_failed(exc)
@@ -572,9 +659,9 @@ class Driver:
                                 return Step()
                         continue
                     try:
-                        step = feed(StreamEvent(event))
+                        step = feed(StreamEvent(event, timestamp=now()))
                     except MachineInputError as exc:  # the stream function yielded a non-event
-                        return feed(Fail(exc, self._halt))
+                        return feed(Fail(exc, self._halt, timestamp=now()))
                     if step.stream_over:
                         return step  # terminal (or failed): _process delivers its events
                     if step.events:
@@ -583,11 +670,11 @@ class Driver:
                             return Step()
                 if self._halt:
                     return Step()
-                return feed(StreamExhausted())
+                return feed(StreamExhausted(timestamp=now()))
             except Exception as exc:
                 # a raise before or while the stream ran (the machine is still streaming: every
                 # step that ended the stream was returned above)
-                return feed(Fail(exc, self._halt))
+                return feed(Fail(exc, self._halt, timestamp=now()))
             except self._cancelled_exc:
                 cancelled = True
                 raise
@@ -642,15 +729,10 @@ class Driver:
         if self._halt and isinstance(item, ToolFinished):
             # the signal fired before the result was fed: the call keeps its result, and no
             # after_tool_call starts
-            item = ToolFinished(item.index, item.result, item.error, aborted=True)
+            item = ToolFinished(
+                item.index, item.result, item.error, aborted=True, timestamp=item.timestamp
+            )
         return self.feed_input(item)
-
-    async def _next_from_inbox(self) -> Step:
-        # No cancel scope here (one per wait would be the costliest thing on the tool path):
-        # an abort posts a wake-up (None) instead.
-        tasks = self._tasks
-        assert tasks is not None
-        return self._feed(await tasks.get())
 
     def _drain_inbox(self) -> Step | None:
         """After an abort or a failure: feed the tool outcomes that arrived before it was

@@ -52,7 +52,7 @@ import anyio
 from agentcore_fsm.core.abort import AbortController, AbortSignal
 from agentcore_fsm.core.config import AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
-from agentcore_fsm.core.messages import AgentMessage
+from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.protocol import ExecuteTool, Start, Step, ToolFinished
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot, pending_effects
@@ -156,9 +156,11 @@ async def resume_run(
             _snapshot(stored), config, tools=tools, run_id=run_id, on_transition=on_transition
         )
         events: list[Any] = [e for s in steps for e in s.events] if history else []
+        transitions: list[TransitionRecord] = []  # taken here: the driver reports them
         if not machine.entries:  # stopped before its start was journaled: start it now
-            step = machine.feed(Start())
+            step = machine.feed(Start(timestamp=now_ms()))
             events += step.events
+            transitions += step.transitions
             effects = list(step.effects)
         else:
             effects = pending_effects(machine)
@@ -167,10 +169,11 @@ async def resume_run(
             if isinstance(effect, ExecuteTool) and not getattr(effect.tool, "idempotent", False):
                 effects.remove(effect)
                 error = ToolInterrupted(INTERRUPTED_TEXT.format(name=effect.tool.name))
-                step = machine.feed(ToolFinished(effect.index, error=error))
+                step = machine.feed(ToolFinished(effect.index, error=error, timestamp=now_ms()))
                 events += step.events
+                transitions += step.transitions
                 effects += step.effects
-        first = Step(events, effects, machine.state != "streaming", machine.finished)
+        first = Step(events, effects, machine.state != "streaming", machine.finished, transitions)
         fn = resolve_stream_fn(stream_fn)
     except BaseException:
         with anyio.CancelScope(shield=True):
@@ -190,6 +193,7 @@ async def resume_run(
             observers=chosen,
             run_id=run_id,
             resumed=True,
+            on_transition=on_transition,
         )
     finally:
         unlink()

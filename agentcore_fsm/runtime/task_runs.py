@@ -18,13 +18,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 import anyio
-import anyio.from_thread
-import anyio.to_thread
 
 from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.approval import NO_APPROVER_TEXT, TIMEOUT_TEXT
 from agentcore_fsm.core.boundary import exc_text
 from agentcore_fsm.core.config import AgentLoopConfig
+from agentcore_fsm.core.messages import now_ms
 from agentcore_fsm.core.protocol import (
     ApprovalDecided,
     AwaitApproval,
@@ -39,6 +38,7 @@ from agentcore_fsm.core.protocol import (
 from agentcore_fsm.core.tools import AgentToolResult
 from agentcore_fsm.runtime.approvals import Undecided, decision
 from agentcore_fsm.runtime.observer import RunWatch
+from agentcore_fsm.runtime.tasks import awaitable
 
 __all__ = ["RunHost", "TaskFn", "TaskRunner", "call"]
 
@@ -64,7 +64,7 @@ class RunHost(Protocol):
 async def call(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)``, awaited when it returns an awaitable."""
     result = fn(*args)
-    if inspect.isawaitable(result):
+    if awaitable(result):
         result = await result
     return result
 
@@ -78,6 +78,21 @@ class TaskRunner:
     (each takes its effect); ``awaiting`` counts the approval tasks in flight (the driver
     raises it when it starts one). Set :attr:`cancelled` once the run's event loop runs."""
 
+    __slots__ = (
+        "after_hook",
+        "approval",
+        "awaiting",
+        "cancelled",
+        "config",
+        "host",
+        "loop_thread",
+        "now",
+        "signal",
+        "suspendable",
+        "tool",
+        "watch",
+    )
+
     def __init__(
         self,
         host: RunHost,
@@ -85,8 +100,10 @@ class TaskRunner:
         signal: AbortSignal,
         watch: RunWatch | None,
         suspendable: bool,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.host = host
+        self.now = clock  # stamps the inputs the tasks post (ms)
         self.config = config
         self.signal = signal
         self.watch = watch
@@ -149,6 +166,7 @@ class TaskRunner:
         loop_thread = self.loop_thread
         host = self.host
         post = host.post
+        now = self.now
 
         def on_update(partial: AgentToolResult) -> None:
             if settled:
@@ -157,10 +175,12 @@ class TaskRunner:
                 # a wrong value raises here, in the tool that passed it (not in the run)
                 partial = AgentToolResult.model_validate(partial)
             if threading.get_ident() == loop_thread:
-                post(ToolUpdated(index, partial))
+                post(ToolUpdated(index, partial, timestamp=now()))
             else:
+                import anyio.from_thread  # a tool in a worker thread: loaded with the first
+
                 try:
-                    anyio.from_thread.run_sync(post, ToolUpdated(index, partial))
+                    anyio.from_thread.run_sync(post, ToolUpdated(index, partial, timestamp=now()))
                 except RuntimeError:
                     pass  # the worker was abandoned (abort): updates are ignored
 
@@ -174,6 +194,9 @@ class TaskRunner:
             ):
                 result = await execute(effect.tool_call.id, effect.args, self.signal, on_update)
             else:
+                import anyio.from_thread  # loaded with the first plain-function tool (its
+                import anyio.to_thread  # on_update comes from the worker thread)
+
                 # boxed: trio refuses a worker whose result is a coroutine, asyncio does not
                 (result,) = await anyio.to_thread.run_sync(
                     _boxed,
@@ -190,7 +213,7 @@ class TaskRunner:
                     result = await result
         except Exception as exc:
             settled = True
-            outcome = ToolFinished(index, error=exc)
+            outcome = ToolFinished(index, error=exc, timestamp=now())
             post(outcome)
         except self.cancelled:
             settled = True
@@ -200,7 +223,7 @@ class TaskRunner:
             host.interrupted(exc)
         else:
             settled = True
-            outcome = ToolFinished(index, result)
+            outcome = ToolFinished(index, result, timestamp=now())
             post(outcome)
         finally:
             settled = True
@@ -215,13 +238,13 @@ class TaskRunner:
         try:
             value = await call(self.config.after_tool_call, effect.ctx, self.signal)  # type: ignore[arg-type]
         except Exception as exc:
-            outcome = HookFailed("after_tool_call", exc, effect.index)
+            outcome = HookFailed("after_tool_call", exc, effect.index, timestamp=self.now())
         except self.cancelled:
             raise
         except BaseException as exc:
             host.interrupted(exc)
         else:
-            outcome = HookReturned("after_tool_call", value, effect.index)
+            outcome = HookReturned("after_tool_call", value, effect.index, timestamp=self.now())
         if outcome is not None:
             host.post(outcome)
         return outcome
@@ -237,7 +260,9 @@ class TaskRunner:
                 return None  # nothing starts once the run is ending: the abort answers the call
             decide = self.config.decide_approval
             if decide is None:
-                outcome = ApprovalDecided(index, False, NO_APPROVER_TEXT, "no approver")
+                outcome = ApprovalDecided(
+                    index, False, NO_APPROVER_TEXT, "no approver", timestamp=self.now()
+                )
                 return outcome
             timeout = self.config.approval_timeout_s
             value: Any = None
@@ -246,16 +271,16 @@ class TaskRunner:
                     value = await call(decide, request, self.signal)
                 except Exception as exc:
                     reason = f"decide_approval raised: {exc_text(exc)}"
-                    outcome = ApprovalDecided(index, False, reason, "error")
+                    outcome = ApprovalDecided(index, False, reason, "error", timestamp=self.now())
                     return outcome
             if scope.cancelled_caught:
                 reason = TIMEOUT_TEXT.format(seconds=timeout)
-                outcome = ApprovalDecided(index, False, reason, "timeout")
+                outcome = ApprovalDecided(index, False, reason, "timeout", timestamp=self.now())
                 return outcome
             if value is None and self.suspendable:
                 host.post(Undecided(request))
                 return None
-            outcome = decision(index, value, self.suspendable)
+            outcome = decision(index, value, self.suspendable, self.now())
             return outcome
         except self.cancelled:
             raise

@@ -8,20 +8,24 @@ and a turn may start many tools, so :class:`ToolTasks` uses the backend directly
 * on asyncio, a plain ``loop.create_task``, cancelled with ``Task.cancel`` and joined (shielded)
   by :meth:`ToolTasks.join` before the run returns: nothing is left running, and the run needs
   no task group at all;
-* on trio, ``start_soon`` in the nursery of the run's anyio task group (so the task group waits
-  for them as it waits for its own), each task inside its own ``trio.CancelScope``; create the
-  :class:`ToolTasks` in the task that entered that task group;
-* the inbox is a deque; a waiting driver is woken with a future (asyncio) or
-  ``trio.lowlevel.reschedule`` (trio). Posting happens on the event loop's thread only (worker
-  threads go through ``anyio.from_thread``). A wait on the inbox is cancellable as usual.
+* on trio, ``start_soon`` in the nursery of an anyio task group (so the task group waits for
+  them as it waits for its own), each task inside its own ``trio.CancelScope``; the driver
+  enters that task group only when the run starts its first task, and hands its nursery over
+  with :meth:`ToolTasks.use_nursery` (a run without tools opens none: a task group costs about
+  as much as a whole turn's transitions);
+* the inbox is a list (it holds a few items at a time); a waiting driver is woken with a
+  future (asyncio) or ``trio.lowlevel.reschedule`` (trio). Posting happens on the event loop's
+  thread only (worker threads go through ``anyio.from_thread``). A wait on the inbox is
+  cancellable as usual.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
-from collections import deque
 from collections.abc import Callable, Coroutine
+from types import AsyncGeneratorType, CoroutineType, NoneType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -29,7 +33,7 @@ import anyio
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["ToolTasks", "on_trio"]
+__all__ = ["ToolTasks", "awaitable", "cancelled_class", "on_trio", "scope_class"]
 
 logger = logging.getLogger("agentcore_fsm")
 
@@ -53,6 +57,43 @@ def on_trio() -> bool:
     return _running_loop() is None
 
 
+def cancelled_class() -> type[BaseException]:
+    """The running backend's cancellation exception (``anyio.get_cancelled_exc_class()``,
+    without asking sniffio)."""
+    if _running_loop() is not None:
+        import asyncio
+
+        return asyncio.CancelledError
+    import trio
+
+    return trio.Cancelled
+
+
+def scope_class() -> Callable[[], Any]:
+    """What makes a cancel scope on the running backend: trio's own on trio (anyio's wraps it,
+    for a third more per scope), anyio's on asyncio."""
+    if _running_loop() is None:
+        import trio
+
+        return trio.CancelScope
+    return anyio.CancelScope
+
+
+_COROUTINE = CoroutineType
+_NEVER_AWAITABLE = frozenset({AsyncGeneratorType, list, tuple, dict, str, bool, int, NoneType})
+
+
+def awaitable(value: Any) -> bool:
+    """``inspect.isawaitable(value)``, answered at once for a coroutine and for the values
+    that never are (an async generator, a list, ...), which skips its abstract-class check."""
+    cls = value.__class__
+    if cls is _COROUTINE:
+        return True
+    if cls in _NEVER_AWAITABLE:
+        return False
+    return inspect.isawaitable(value)
+
+
 async def _in_scope(scope: Any, fn: TaskFn, arg: Any) -> None:
     with scope:
         await fn(arg)
@@ -61,23 +102,31 @@ async def _in_scope(scope: Any, fn: TaskFn, arg: Any) -> None:
 class ToolTasks:
     """The tasks of one run, by key (a tool call's index), and the inbox they post to.
 
-    Create it inside the run's anyio task group, in the task that entered it."""
+    On trio, hand it the nursery to start tasks in (:meth:`use_nursery`) before the first."""
 
     __slots__ = ("_cancel", "_closed", "_items", "_loop", "_nursery", "_started", "_waiter")
 
     def __init__(self) -> None:
         self._cancel: dict[int, Any] = {}  # what cancels each task: a Task or a CancelScope
-        self._items: deque[Any] = deque()
+        self._items: list[Any] = []  # a short queue: a list costs a tenth of a deque
         self._waiter: Any = None  # the waiting driver: a Future (asyncio) or a trio Task
         self._closed = False
         self._started: list[asyncio.Task[None]] = []
-        self._nursery: Any = None
+        self._nursery: Any = None  # trio: the nursery tasks start in (see use_nursery)
         self._loop: asyncio.AbstractEventLoop | None = _running_loop()
-        if self._loop is None:
-            import trio
 
-            # the task group's own nursery: the innermost one of the task that entered it
-            self._nursery = trio.lowlevel.current_task().child_nurseries[-1]
+    @property
+    def needs_nursery(self) -> bool:
+        """On trio, before :meth:`use_nursery`: no task can start yet (a run that starts none
+        never pays for a task group)."""
+        return self._loop is None and self._nursery is None
+
+    def use_nursery(self) -> None:
+        """On trio: start tasks from now on in the nursery of the task group that the calling
+        task has just entered (the innermost nursery of that task)."""
+        import trio
+
+        self._nursery = trio.lowlevel.current_task().child_nurseries[-1]
 
     # --- tasks ------------------------------------------------------------------------------
 
@@ -147,7 +196,7 @@ class ToolTasks:
     def get_nowait(self) -> tuple[bool, Any]:
         """``(True, item)`` for the oldest item, ``(False, None)`` when the inbox is empty."""
         if self._items:
-            return True, self._items.popleft()
+            return True, self._items.pop(0)
         return False, None
 
     async def get(self) -> Any:
@@ -172,7 +221,7 @@ class ToolTasks:
                     return trio.lowlevel.Abort.SUCCEEDED
 
                 await trio.lowlevel.wait_task_rescheduled(abort)
-        return items.popleft()
+        return items.pop(0)
 
     def close(self) -> None:
         """No more items are taken (the run has ended)."""

@@ -6,7 +6,6 @@ events and the effects after every step, as a user debugging a run would.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import pytest
@@ -593,11 +592,8 @@ def test_each_run_joins_the_shared_machine_and_history_is_per_run() -> None:
     started(a)
     assert b.state == "idle" and a.state == "streaming"
     assert [r.trigger for r in b.history] == []
-    records: list[Any] = []
-    c = LoopMachine(
-        [user("x")], AgentContext(), AgentLoopConfig(model=MODEL), on_transition=records.append
-    )
-    c.start()
+    c = LoopMachine([user("x")], AgentContext(), AgentLoopConfig(model=MODEL))
+    records = list(c.start().transitions)  # the step carries the transitions it took
     assert records == c.history and [r.dest for r in records] == ["awaiting_steering", "streaming"]
 
 
@@ -651,17 +647,18 @@ def test_a_poll_that_returned_after_the_signal_fired_ends_the_run() -> None:
     assert names(m.abort()) == ["agent_end:aborted"]
 
 
-def test_a_raising_on_transition_observer_is_logged_and_the_run_goes_on(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    def observer(record: Any) -> None:
-        raise RuntimeError("observer broke")
-
-    m = LoopMachine(
-        [user("hi")], AgentContext(), AgentLoopConfig(model=MODEL), on_transition=observer
-    )
-    with caplog.at_level(logging.ERROR, logger="agentcore_fsm"):
-        m.start()
+def test_the_machine_takes_no_callback_its_steps_carry_the_transitions() -> None:
+    """``feed`` calls nobody (a raising ``on_transition`` of a run is the driver's concern:
+    tests/runtime/test_pure_core.py): each step carries the transitions it took."""
+    with pytest.raises(TypeError, match="on_transition"):
+        LoopMachine(  # type: ignore[call-arg]
+            [user("hi")], AgentContext(), AgentLoopConfig(model=MODEL), on_transition=print
+        )
+    m = LoopMachine([user("hi")], AgentContext(), AgentLoopConfig(model=MODEL))
+    step = m.start()
     assert m.state == "streaming"
-    assert [r.dest for r in m.history] == ["awaiting_steering", "streaming"]
-    assert caplog.text.count("on_transition raised; ignored") == 2
+    assert [r.dest for r in step.transitions] == ["awaiting_steering", "streaming"]
+    partial = assistant(TextContent(text=""))
+    assert m.stream_event(StreamStart(partial=partial)).transitions == ()  # none taken
+    done = m.stream_event(StreamDone(reason="stop", message=assistant(TextContent(text="x"))))
+    assert list(done.transitions) == m.history[2:] and done.transitions

@@ -35,6 +35,7 @@ from prop_scenarios import (
     assistant_for,
     parse_call_id,
 )
+from transition_watch import watch_transitions
 
 from agentcore_fsm import (
     ApprovalDecision,
@@ -140,8 +141,8 @@ class SyncDriver:
             h.context,
             self.config,
             declaration=declaration,
-            on_transition=h.on_transition,
         )
+        watch_transitions(self.m, h.on_transition)
         self.failure: BaseException | None = None
         self.failed = False
         self.inbox: deque[tuple[Any, ...]] = deque()

@@ -40,6 +40,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 from prop_coverage import record_call_transition, record_transition
+from transition_watch import watch_transitions
 
 from agentcore_fsm import (
     AfterToolCallResult,
@@ -318,7 +319,7 @@ def watch_calls(
         make_calls(parallel)
         for c in m._calls:
             made.append(c)
-            c.on_transition = _guard(c, observer)
+            watch_transitions(c, _guard(c, observer))
 
     m._make_calls = watched  # type: ignore[method-assign]
     return made
@@ -380,8 +381,8 @@ class CaseRun:
             [UserMessage(content="go")],
             AgentContext("", [], list(TOOLS)),
             config,
-            on_transition=record_transition if self.record else None,
         )
+        watch_transitions(self.m, record_transition if self.record else None)
         use_call_declaration(self.m, self.decl)
         self.machines = watch_calls(self.m, record_call_transition if self.record else None)
         self.checker = GrammarChecker(tool_execution=case.mode, sequential_tools=SEQUENTIAL)  # type: ignore[arg-type]

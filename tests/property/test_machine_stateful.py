@@ -30,6 +30,7 @@ from hypothesis.stateful import (
     rule,
 )
 from prop_coverage import record_transition
+from transition_watch import watch_transitions
 
 from agentcore_fsm import (
     AbortController,
@@ -208,8 +209,8 @@ class LoopWalk(RuleBasedStateMachine):
             [UserMessage(content=f"p{i}") for i in range(prompts)],
             AgentContext("", history, list(TOOLS)),
             config,
-            on_transition=record_transition,
         )
+        watch_transitions(self.m, record_transition)
         self.checker = GrammarChecker(
             tool_execution="sequential" if sequential else "parallel",
             sequential_tools=sequential_tool_names(TOOLS),

@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis.stateful import invariant, precondition, rule
 from prop_tool_calls import CallCase, CaseRun, call_cases
 from test_machine_stateful import LoopWalk
+from transition_watch import watch_transitions
 
 from agentcore_fsm import LoopMachine
 from agentcore_fsm.core.declaration import Declaration, load_declaration
@@ -218,16 +219,14 @@ def watch_guards(m: LoopMachine) -> None:
 
         target.fire, target.offer = spied_fire, spied_offer
 
-    def observer(label: str, then: Callable[[TransitionRecord], None] | None) -> Any:
+    def observer(label: str) -> Any:
         def on_transition(record: TransitionRecord) -> None:
-            if then is not None:
-                then(record)
             check_guards(m, f"{label} in transition {record}")
 
         return on_transition
 
     spy_triggers(m, "loop")
-    m.on_transition = observer("loop", m.on_transition)
+    watch_transitions(m, observer("loop"))  # after the callbacks installed before
     make_calls = m._make_calls  # the one place the loop makes its calls' machines
 
     def watched_make_calls(parallel: bool) -> None:
@@ -235,7 +234,7 @@ def watch_guards(m: LoopMachine) -> None:
         for c in m.tool_calls:
             assert isinstance(c, ToolCallMachine)
             spy_triggers(c, f"call#{c.index}")
-            c.on_transition = observer(f"call#{c.index}", c.on_transition)
+            watch_transitions(c, observer(f"call#{c.index}"))
 
     m._make_calls = watched_make_calls  # type: ignore[method-assign]
 

@@ -5,10 +5,15 @@ hang, sequential or parallel mode, steering, an abort at a random event and fail
 Every input the driver feeds (``feed`` and the delta fast path ``stream_update``) is recorded;
 a fresh :class:`LoopMachine` fed the same inputs takes the same transitions and produces the same
 events and effects, step by step.
+
+Time is an input too: the driver stamps every input it feeds (the machine has no clock), each
+message the machine makes carries the timestamp of the input that made it, and the same inputs
+with other timestamps give the same steps but for those messages' timestamps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import anyio
@@ -28,7 +33,8 @@ from agentcore_fsm import (
     TextContent,
     UserMessage,
 )
-from agentcore_fsm.core.messages import now_ms
+from agentcore_fsm.core.messages import ToolResultMessage, now_ms
+from agentcore_fsm.core.protocol import Step
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 
 MODEL = Model(id="m", provider="p")
@@ -38,13 +44,7 @@ class RecordingMachine(LoopMachine):
     """Records every input, and what each produced."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.times: list[int] = []
-
-        def clock() -> int:
-            self.times.append(now_ms())
-            return self.times[-1]
-
-        super().__init__(*args, clock=clock, **kwargs)
+        super().__init__(*args, **kwargs)
         self.log: list[tuple[str, Any, Any]] = []
         RECORDED.append(self)
 
@@ -147,22 +147,44 @@ def test_feeding_the_recorded_inputs_again_gives_the_same_steps(
 
     (recorded,) = RECORDED
     assert recorded.finished
-    times = iter(recorded.times)  # the clock readings are inputs too
-    fresh = LoopMachine(
-        recorded.prompts, AgentContext(tools=[TOOL]), config, clock=lambda: next(times)
-    )
+    fresh = LoopMachine(recorded.prompts, AgentContext(tools=[TOOL]), config)
+    # the same inputs, each stamped a second later, fed to another fresh machine
+    later = LoopMachine(recorded.prompts, AgentContext(tools=[TOOL]), config)
     for kind, input, produced in recorded.log:
         if kind == "update":
             again = fresh.stream_update(input)
             assert again == produced
+            assert later.stream_update(input) == produced
         else:
+            # the driver stamped it, with the time its outcome happened
+            assert 0 < input.timestamp <= now_ms()
             step = fresh.feed(input)
-            assert step.events == produced.events
+            assert step.events == produced.events  # messages (their timestamps) included
+            assert step.transitions == produced.transitions
             assert [type(e) for e in step.effects] == [type(e) for e in produced.effects]
             assert (step.stream_over, step.run_over) == (produced.stream_over, produced.run_over)
+            # the machine's own messages carry the timestamp of the input that made them
+            assert all(t == input.timestamp for t in made_timestamps(produced))
+            shifted = later.feed(dataclasses.replace(input, timestamp=input.timestamp + 1000))
+            assert made_timestamps(shifted) == [t + 1000 for t in made_timestamps(produced)]
+            assert [type(e).__name__ for e in shifted.events] == [
+                type(e).__name__ for e in produced.events
+            ]
+            assert shifted.transitions == produced.transitions
+    assert later.history == recorded.history
     assert fresh.history == recorded.history
     assert fresh.new_messages == recorded.new_messages
     assert fresh.end_reason == recorded.end_reason
     assert [[r.trigger for r in c.history] for c in fresh.tool_calls] == [
         [r.trigger for r in c.history] for c in recorded.tool_calls
+    ]
+
+
+def made_timestamps(step: Step) -> list[int]:
+    """The timestamps of the tool result messages ``step`` appended (only the machine makes
+    them, while handling the input that answers the call)."""
+    return [
+        e.message.timestamp
+        for e in step.events
+        if e.type == "message_end" and isinstance(e.message, ToolResultMessage)
     ]

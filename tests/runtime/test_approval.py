@@ -603,9 +603,10 @@ async def test_a_journaled_run_without_a_decision_here_is_suspended_and_resumed(
             "reason": None,
             "decided_by": "user",
             "args": None,
-            "clock": decided[0]["clock"],
+            "timestamp": decided[0]["timestamp"],
         }
     ]
+    assert isinstance(decided[0]["timestamp"], int) and decided[0]["timestamp"] > 0
 
 
 async def test_a_journaled_decision_is_not_asked_for_again_after_a_crash() -> None:
