@@ -115,15 +115,7 @@ def encode_input(
     before). None when it changed nothing that reading the run back needs (a stream event that
     did not end the stream, a progress update). Raises :class:`RecordError` for a value that
     cannot be recorded."""
-    if isinstance(item, Start):
-        return {"input": "start"}
-    if isinstance(item, (SteeringPolled, FollowUpPolled)):
-        name = "steering_polled" if isinstance(item, SteeringPolled) else "follow_up_polled"
-        failure = machine.failure
-        if failure is not None and not failed_before:
-            # the poll returned something unusable: the run failed with that text
-            return {"input": "fail", "error": exc_text(failure), "aborted": item.aborted}
-        return {"input": name, "messages": poll_data(item.messages), "aborted": item.aborted}
+    # (the most frequent kinds first; no class here is another's subclass)
     if isinstance(item, StreamEvent):
         if not step.stream_over:
             return None
@@ -136,6 +128,26 @@ def encode_input(
                 "message": encode_message(final),
             }
         return _with_partial(_fail_entry(machine, False), partial)
+    if isinstance(item, ToolFinished):
+        result = machine.calls[item.index].result
+        assert result is not None
+        return {
+            "input": "tool_finished",
+            "index": item.index,
+            "result": dump(result),
+            "aborted": item.aborted,
+        }
+    if isinstance(item, Proceeded):
+        return {"input": "proceeded"}
+    if isinstance(item, Start):
+        return {"input": "start"}
+    if isinstance(item, (SteeringPolled, FollowUpPolled)):
+        name = "steering_polled" if isinstance(item, SteeringPolled) else "follow_up_polled"
+        failure = machine.failure
+        if failure is not None and not failed_before:
+            # the poll returned something unusable: the run failed with that text
+            return {"input": "fail", "error": exc_text(failure), "aborted": item.aborted}
+        return {"input": name, "messages": poll_data(item.messages), "aborted": item.aborted}
     if isinstance(item, StreamExhausted):
         return _with_partial({"input": "stream_exhausted"}, partial)
     if isinstance(item, (ArgumentsPrepared, ApprovalChecked)):
@@ -171,17 +183,6 @@ def encode_input(
             "error": exc_text(item.error),
             **_args_of(machine, item.name, item.index),
         }
-    if isinstance(item, ToolFinished):
-        result = machine.calls[item.index].result
-        assert result is not None
-        return {
-            "input": "tool_finished",
-            "index": item.index,
-            "result": dump(result),
-            "aborted": item.aborted,
-        }
-    if isinstance(item, Proceeded):
-        return {"input": "proceeded"}
     if isinstance(item, Abort):
         return _with_partial({"input": "abort"}, partial)
     if isinstance(item, Fail):

@@ -57,7 +57,7 @@ from agentcore_fsm.persist.store_rules import retire_owner
 __all__ = ["DEFAULT_CALL_TIMEOUT_S", "DEFAULT_LEASE_S", "RunJournal", "StoreJournal"]
 
 DEFAULT_LEASE_S = 30.0
-"""The lease (seconds) a run store journal takes on its run, renewed by every append."""
+"""The lease (seconds) a run store journal takes on its run, renewed by its appends."""
 
 DEFAULT_CALL_TIMEOUT_S = 60.0
 """How long a threaded store journal waits for one store call (``call_timeout_s``)."""

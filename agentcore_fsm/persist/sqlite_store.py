@@ -33,7 +33,7 @@ from agentcore_fsm.persist.store_rules import (
     status_of,
 )
 
-__all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SqliteRunStore"]
+__all__ = ["BUSY_TIMEOUT_MS", "RENEW_SLACK_S", "SCHEMA_VERSION", "SqliteRunStore"]
 
 SCHEMA_VERSION = 2
 """The version of the SQLite schema this code writes (kept in ``PRAGMA user_version``). Version
@@ -109,6 +109,31 @@ _CHECKED = (
     " AND (SELECT COALESCE(MAX(seq) + 1, 0) FROM entries WHERE run_id = ?2) = ?4"
 )
 _APPEND_RENEW = "UPDATE runs SET lease_until = ?1" + _CHECKED
+
+
+def _fresh_insert(count: int) -> str:
+    """One statement that appends ``count`` entries (texts ``?5`` ...) from number ``?2`` on
+    when the run is running, ``?3`` holds it, it holds exactly ``?2`` entries, and its lease
+    lasts until ``?4`` or later; it inserts nothing otherwise. Run alone, it is its own
+    transaction: all the rows or none."""
+    rows = ", ".join(f"({i}, ?{i + 5})" for i in range(count))
+    return (
+        f"INSERT INTO entries (run_id, seq, data) SELECT ?1, ?2 + column1, column2 "
+        f"FROM (VALUES {rows}) WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ?1 "
+        f"AND status = 'running' AND owner = ?3 AND lease_until >= ?4) "
+        f"AND (SELECT COALESCE(MAX(seq) + 1, 0) FROM entries WHERE run_id = ?1) = ?2"
+    )
+
+
+_FRESH_INSERTS = [_fresh_insert(n) for n in range(1, 33)]
+"""The one-statement appends of 1 to 32 entries (by count - 1); a larger group of entries is
+appended by a transaction of three statements."""
+
+RENEW_SLACK_S = 1.0
+"""An append renews its run's lease only when that moves the lease's end later by more than
+this many seconds (or a tenth of ``lease_s``, when that is less): appends in quick succession
+are then one statement each, and a lease is never more than that much shorter than a full one
+after a write."""
 _APPEND_FINISH = (
     "UPDATE runs SET status = 'finished', end_reason = ?1, owner = NULL, lease_until = NULL"
     + _CHECKED
@@ -373,25 +398,57 @@ class SqliteRunStore:
         transaction (all or none): what a journal writes when entries piled up. With
         ``end_reason``, the same transaction marks the run finished (as :meth:`finish`).
 
-        The transaction is three statements: one that checks the run (running, held by
-        ``owner``, holding ``seq`` entries) and renews its lease (or ends it), the inserts (one
-        ``executemany``), the commit; the checks' answers are only read when they fail, to
-        say what is wrong."""
-        rows = [(run_id, seq + i, t) for i, t in enumerate(entry_texts(run_id, seq, entries))]
+        A journal's appends come a few milliseconds apart, and each one is a SQLite commit, so
+        their cost is the cost of a durable run (docs/survive.md#what-a-write-costs). While the
+        run's lease is fresh (renewing it now would move its end later by at most
+        :data:`RENEW_SLACK_S`), the append is one statement, its own transaction: it inserts
+        the entries only if the run is running, held by ``owner``, holds ``seq`` entries and
+        its lease is fresh. Otherwise (or when it inserted nothing) it is a transaction of
+        three statements: one that checks the run and renews its lease (or ends it), the
+        inserts (one ``executemany``), the commit; the checks' answers are only read when they
+        fail, to say what is wrong."""
+        texts = entry_texts(run_id, seq, entries)
         first: str | float  # the end reason, or the lease's new end
         if end_reason is not None:
             check_text(run_id, "end reason", end_reason)
             checked, first = _APPEND_FINISH, end_reason
-        elif not rows:
+        elif not texts:
             return
         else:
-            checked, first = _APPEND_RENEW, time.time() + lease_s
+            now = time.time()
+            checked, first = _APPEND_RENEW, now + lease_s
+            fresh = now + lease_s - min(RENEW_SLACK_S, lease_s / 10)
+            if self._append_fresh(run_id, seq, texts, owner, fresh):
+                return
+        rows = [(run_id, seq + i, t) for i, t in enumerate(texts)]
         last = seq + len(rows) - 1
         what = f"take entry {seq}" if last <= seq else f"take entries {seq} to {last}"
         with self._write(run_id, what) as conn:
             if conn.execute(checked, (first, run_id, owner, seq)).rowcount != 1:
                 self._refuse_append(conn, run_id, seq, owner)
             conn.executemany(_INSERT, rows)
+
+    def _append_fresh(
+        self, run_id: str, seq: int, texts: list[str], owner: str, fresh: float
+    ) -> bool:
+        """Append ``texts`` in one statement if the run's lease lasts until ``fresh`` or later
+        (and the checks of :meth:`append_many` pass); False when that inserted nothing, or
+        there are too many texts for one statement."""
+        count = len(texts)
+        if count > len(_FRESH_INSERTS):
+            return False
+        sql = _FRESH_INSERTS[count - 1]
+        last = seq + count - 1
+        what = f"take entry {seq}" if last <= seq else f"take entries {seq} to {last}"
+        with self._lock:
+            conn = self._live(run_id)
+            try:
+                inserted = conn.execute(sql, (run_id, seq, owner, fresh, *texts)).rowcount
+            except sqlite3.Error as exc:
+                raise self._error(exc, run_id, what) from exc
+            except UnicodeEncodeError:
+                raise self._unknown(run_id) from None
+        return inserted == count
 
     def _refuse_append(self, conn: sqlite3.Connection, run_id: str, seq: int, owner: str) -> None:
         """An append's checks failed: raise what is wrong (no such run, finished, held by

@@ -8,7 +8,10 @@ then ``"finished"`` with an end reason) and a **lease**: which process runs it, 
 
 Leases. A run is run by one process at a time: its owner, named by :func:`default_owner` as
 ``"HOST:PID:NONCE"``. Creating a run leases it to its creator; every :meth:`~RunStore.append`
-renews the lease (``lease_s`` seconds from now) in the same transaction as the entry.
+renews the lease (``lease_s`` seconds from now) in the same transaction as the entry
+(:class:`SqliteRunStore` leaves a lease that this would move by at most
+:data:`~agentcore_fsm.persist.sqlite_store.RENEW_SLACK_S`, so that quick appends are one
+statement each).
 :meth:`~RunStore.acquire` takes a run's lease when nobody holds it, when the caller already
 does, when the holder is a process of this host that is no longer alive (at once, whatever the
 lease time says), or when the holder is on another host (or is not a ``HOST:PID:NONCE`` owner)
@@ -37,8 +40,9 @@ with a store does this around each prompt (docs/survive.md#one-writer-per-sessio
 
 Durability of :class:`SqliteRunStore`: the file is in WAL mode with ``synchronous=NORMAL``, and
 each append is one transaction (check the lease and the status, check the entry's number,
-insert it, renew the lease). A committed append survives a kill of the process at any point; a
-power loss or OS crash may lose the last few commits, but never leaves a partial one. Entries
+insert it, renew the lease when it is due). A committed append survives a kill of the process
+at any point; a power loss or OS crash may lose the commits since SQLite last synced its WAL
+(at a checkpoint), but never leaves a partial one (docs/survive.md#what-is-durable-when). Entries
 are never updated or deleted, so what was read once stays true.
 """
 

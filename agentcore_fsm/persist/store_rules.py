@@ -3,6 +3,7 @@ the rules of owners and leases both stores apply (see :mod:`agentcore_fsm.persis
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import sys
@@ -162,9 +163,14 @@ class RunStore(Protocol):
 
 
 def default_owner() -> str:
-    """A new owner name for this process: ``"HOST:PID:NONCE"`` (the nonce tells apart two
-    runners of one process)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """A new owner name for this process: ``"HOST:PID:NONCE"`` (the nonce, 8 hex digits, tells
+    apart two runners of one process: a counter from a random start, so no two names this
+    process makes are equal, and another process's are unlikely to be). Every journaled run
+    makes one, so it makes no system call beyond ``gethostname``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{next(_NONCES) & 0xFFFFFFFF:08x}"
+
+
+_NONCES = itertools.count(uuid.uuid4().int & 0xFFFFFFFF)
 
 
 _RETIRED: set[str] = set()
