@@ -24,6 +24,7 @@ __all__ = [
     "Abort",
     "ApprovalChecked",
     "ApprovalDecided",
+    "ApprovalDeferred",
     "ArgumentsPrepared",
     "AwaitApproval",
     "CallHook",
@@ -47,6 +48,7 @@ __all__ = [
     "Step",
     "StreamEvent",
     "StreamExhausted",
+    "Suspend",
     "ToolFinished",
     "ToolUpdated",
 ]
@@ -143,6 +145,17 @@ class Proceed:
     abort or a raising ``emit`` during the turn's closing events still counts."""
 
 
+@dataclass(slots=True)
+class Suspend:
+    """Stop the run here, unfinished: every tool call waiting for approval has no decision
+    coming in this process (their deciders returned None: a journaled run, see
+    docs/approval.md). ``requests`` are theirs, in source order. Nothing answers it; the
+    journal keeps the requests and a resumed run asks for the decisions again. The machine
+    stays in ``awaiting_approval`` (its declared ``suspend`` transition asked for this)."""
+
+    requests: list[ApprovalRequest]
+
+
 Effect: TypeAlias = (
     PollSteering
     | PollFollowUp
@@ -153,6 +166,7 @@ Effect: TypeAlias = (
     | AwaitApproval
     | ExecuteTool
     | Proceed
+    | Suspend
 )
 
 # --- inputs: what the machine is fed --------------------------------------------------------
@@ -243,6 +257,15 @@ class ApprovalDecided:
 
 
 @dataclass(slots=True, frozen=True)
+class ApprovalDeferred:
+    """Tool call ``index``, waiting for approval, gets no decision in this process: its
+    decider returned None in a run that may suspend (a journaled run). Not journaled: a
+    resumed run asks again."""
+
+    index: int
+
+
+@dataclass(slots=True, frozen=True)
 class ToolUpdated:
     """Running tool call ``index`` reported a partial result."""
 
@@ -289,6 +312,7 @@ Input: TypeAlias = (
     | ArgumentsPrepared
     | ApprovalChecked
     | ApprovalDecided
+    | ApprovalDeferred
     | HookReturned
     | HookFailed
     | ToolUpdated

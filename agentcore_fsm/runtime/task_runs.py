@@ -27,6 +27,7 @@ from agentcore_fsm.core.boundary import exc_text
 from agentcore_fsm.core.config import AgentLoopConfig
 from agentcore_fsm.core.protocol import (
     ApprovalDecided,
+    ApprovalDeferred,
     AwaitApproval,
     CallHook,
     ExecuteTool,
@@ -37,7 +38,7 @@ from agentcore_fsm.core.protocol import (
     ToolUpdated,
 )
 from agentcore_fsm.core.tools import AgentToolResult
-from agentcore_fsm.runtime.approvals import Undecided, decision
+from agentcore_fsm.runtime.approvals import decision
 from agentcore_fsm.runtime.observer import RunWatch
 
 __all__ = ["RunHost", "TaskFn", "TaskRunner", "call"]
@@ -56,7 +57,7 @@ class RunHost(Protocol):
         """User code raised a BaseException that is not cancellation (stop like an abort)."""
         ...
 
-    def post(self, item: Input | Undecided | None) -> None:
+    def post(self, item: Input | None) -> None:
         """Put ``item`` in the run's inbox (None only wakes the driver)."""
         ...
 
@@ -253,7 +254,7 @@ class TaskRunner:
                 outcome = ApprovalDecided(index, False, reason, "timeout")
                 return outcome
             if value is None and self.suspendable:
-                host.post(Undecided(request))
+                host.post(ApprovalDeferred(index))
                 return None
             outcome = decision(index, value, self.suspendable)
             return outcome
