@@ -48,6 +48,7 @@ class StateSpec:
     doc: str = ""
     effect: str | None = None
     hook: str | None = None  # the user hook whose answer the state waits for, if any
+    suspend_when: str | None = None  # a guard: when it holds, the run is suspended here
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,11 @@ class Declaration:
         names = {v for g in (*t.guards, *t.unless) for v in self.guard_reads.get(g, ())}
         return tuple(v for v in self.variables if v in names)
 
+    @property
+    def suspending_states(self) -> dict[str, str]:
+        """The states that suspend a run, each with its ``suspend_when`` guard."""
+        return {s.name: s.suspend_when for s in self.states.values() if s.suspend_when}
+
     def sets(self, t: TransitionSpec) -> tuple[str, ...]:
         """The variables taking ``t`` may write: those whose setters include its trigger (an
         input's handler), one of its emit actions, or the effect of its destination."""
@@ -185,7 +191,13 @@ def parse_declaration(text: str) -> Declaration:
         raise DeclarationError(f"declaration is not valid TOML: {exc}") from exc
     try:
         states = {
-            name: StateSpec(name, spec.get("doc", ""), spec.get("effect"), spec.get("hook"))
+            name: StateSpec(
+                name,
+                spec.get("doc", ""),
+                spec.get("effect"),
+                spec.get("hook"),
+                spec.get("suspend_when"),
+            )
             for name, spec in raw["states"].items()
         }
         inputs = {
@@ -335,6 +347,10 @@ def _check_variables(decl: Declaration, problems: list[str]) -> None:
     for spec in decl.states.values():
         if spec.hook is not None and not isinstance(spec.hook, str):
             problems.append(f"state {spec.name!r} names a hook that is not a str")
+        if spec.suspend_when is not None and spec.suspend_when not in decl.guards:
+            problems.append(
+                f"state {spec.name!r} suspends when undeclared guard {spec.suspend_when!r}"
+            )
     for kind, handling in decl.stream_events.items():
         if handling not in STREAM_HANDLING:
             problems.append(

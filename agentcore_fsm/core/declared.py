@@ -275,6 +275,9 @@ class Compiled:
             name: spec.offers for name, spec in decl.inputs.items() if spec.offers
         }
         self.final = decl.final
+        self.suspend_guards: dict[str, Callable[..., Any]] = {
+            state: guards[guard] for state, guard in decl.suspending_states.items()
+        }
 
     def new_variables(self) -> Any:
         """A fresh variables record with the declared initial values (None without one)."""
@@ -387,6 +390,12 @@ class DeclaredMachine:
         effect = self._compiled.effects.get(self.state)
         if effect is not None:
             effect(self)
+
+    def suspends(self) -> bool:
+        """Whether the current state's declared ``suspend_when`` guard holds: the run is to be
+        suspended here (the machine stays; what that means is the running class's to say)."""
+        guard = self._compiled.suspend_guards.get(self.state)
+        return guard is not None and bool(guard(self))
 
     def _offer_after(self, input_name: str) -> None:
         for trigger in self._compiled.offers.get(input_name, ()):

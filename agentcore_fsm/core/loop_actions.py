@@ -43,7 +43,6 @@ from agentcore_fsm.core.protocol import (
     PollFollowUp,
     PollSteering,
     Proceed,
-    Suspend,
 )
 from agentcore_fsm.core.tool_call import (
     PREPARED,
@@ -476,9 +475,6 @@ class LoopActions(DeclaredMachine):
 
     def _effect_proceed(self) -> None:
         self._effects.append(Proceed())
-
-    def _emit_suspend(self) -> None:
-        self._effects.append(Suspend(self.pending_approvals))
 
     # --- helpers ----------------------------------------------------------------------------
 

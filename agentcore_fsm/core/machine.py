@@ -236,8 +236,8 @@ class LoopMachine(LoopActions):
     def approval_deferred(self, index: int) -> Step:
         """Tool call ``index``, waiting for approval, gets no decision in this process (its
         decider returned None in a run that may suspend). Once every waiting call is so, the
-        declared ``suspend`` transition asks for a :class:`Suspend` effect: the run stops
-        here, unfinished."""
+        state's declared ``suspend_when`` guard holds and the step asks for a :class:`Suspend`
+        effect: the run stops here, unfinished (the machine stays in ``awaiting_approval``)."""
         return self.feed(ApprovalDeferred(index))
 
     def abort(self) -> Step:
@@ -462,8 +462,7 @@ class LoopMachine(LoopActions):
         deferred = self.vars.deferred_calls
         if c.index not in deferred:
             self.set_var("approval_deferred", "deferred_calls", [*deferred, c.index])
-        self._offer_after("approval_deferred")
-        return self._take_step()
+        return self._after_call_input("approval_deferred")
 
     def _on_hook_failed(self, input: HookFailed) -> Step:
         name = input.name
@@ -557,6 +556,8 @@ class LoopMachine(LoopActions):
     def _after_call_input(self, name: str) -> Step:
         self._advance_calls()
         self._offer_after(name)
+        if self.suspends():  # the state's declared suspend_when holds
+            self._effects.append(Suspend(self.pending_approvals))
         return self._take_step()
 
     # --- checking an input's data -----------------------------------------------------------

@@ -151,7 +151,7 @@ class Suspend:
     coming in this process (their deciders returned None: a journaled run, see
     docs/approval.md). ``requests`` are theirs, in source order. Nothing answers it; the
     journal keeps the requests and a resumed run asks for the decisions again. The machine
-    stays in ``awaiting_approval`` (its declared ``suspend`` transition asked for this)."""
+    stays in ``awaiting_approval``, whose declared ``suspend_when`` guard asked for this."""
 
     requests: list[ApprovalRequest]
 

@@ -59,14 +59,11 @@ def test_every_input_and_auto_trigger_is_accounted_for() -> None:
         "after_turn",
         "skip_steering_poll",
         "skip_follow_up_poll",
-        "suspend",
     }
     # the ones the engine offers on entering a state are marked so; model_finished is fired
-    # by the stream_event input when a terminal event arrives, suspend is offered by the
-    # approval inputs only (approval_deferred, approval_decided)
+    # by the stream_event input when a terminal event arrives
     assert {t.trigger for t in loop.transitions if t.auto} == set(loop.auto_triggers) - {
-        "model_finished",
-        "suspend",
+        "model_finished"
     }
     # every way into `stopped` says why the run ended
     assert all(t.reason for t in loop.transitions if t.dest == "stopped")
@@ -228,6 +225,11 @@ def _loop_with(old: str, new: str) -> str:
             "variable 'stop_requested' has no initial value and is not optional",
         ),
         ('text_delta = "update"', 'text_delta = "delta"', "unknown handling 'delta'"),
+        (
+            'suspend_when = "approvals_deferred"',
+            'suspend_when = "nobody_decides"',
+            "state 'awaiting_approval' suspends when undeclared guard 'nobody_decides'",
+        ),
     ],
 )
 def test_the_loader_checks_variables_and_tables(old: str, new: str, problem: str) -> None:

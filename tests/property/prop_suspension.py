@@ -1,9 +1,10 @@
-"""Suspension, stepped by hand: the declared ``suspend`` transition of ``awaiting_approval``.
+"""Suspension, stepped by hand: the declared ``suspend_when`` guard of ``awaiting_approval``.
 
 A run that may suspend (a journaled run) is told, per waiting tool call, that no decision is
 coming in this process (``ApprovalDeferred``); once every call that waits is so, the machine's
-``suspend`` transition asks for a :class:`~agentcore_fsm.core.protocol.Suspend` effect with their
-requests, in source order, and stays in ``awaiting_approval`` (where a resumed run is too). Each
+state's ``suspend_when`` guard (``approvals_deferred``) holds and the step asks for a
+:class:`~agentcore_fsm.core.protocol.Suspend` effect with their requests, in source order; the
+machine stays in ``awaiting_approval`` (where a resumed run is too). Each
 run here checks its steps against what the declaration says and raises AssertionError when they
 differ; ``test_declaration_coverage`` counts their transitions and ``test_mutants`` runs them
 against every loop mutant.
@@ -89,13 +90,9 @@ class Run:
 
 
 def suspended_here(m: LoopMachine) -> None:
-    """The step's last transition is the declared ``suspend``, from awaiting_approval to itself."""
-    last = m.history[-1]
-    assert (last.trigger, last.source, last.dest) == (
-        "suspend",
-        "awaiting_approval",
-        "awaiting_approval",
-    ), last
+    """Suspending takes no transition: the machine stays where it waited."""
+    assert m.state == "awaiting_approval" and m.suspends()
+    assert m.history[-1].dest == "awaiting_approval", m.history[-1]
 
 
 def _one_call_deferred(decl: Declaration | None, observer: Any) -> None:
