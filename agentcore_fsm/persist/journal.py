@@ -166,8 +166,8 @@ def declarations_hash(*declarations: Declaration) -> str:
     declared variables (type, initial value, setters, readers), the stream event kinds — and
     not of the prose (docs, comments), so that a release that only rewords a declaration still
     resumes and re-derives the runs of the one before. A run recorded under another hash is
-    read as it was recorded, never fed again (docs/record.md). Each declaration's part is worked out once per
-    declaration object (every journaled run's header holds the hash)."""
+    read as it was recorded, never fed again (docs/record.md). Each declaration's part is
+    worked out once per declaration object (every journaled run's header holds the hash)."""
     digest = hashlib.sha256()
     for decl in declarations:
         digest.update(_shape(decl))
