@@ -289,8 +289,9 @@ class ToolCallMachine(DeclaredMachine):
             self.set_var(by, "rejection", text)
 
     # --- guards ---------------------------------------------------------------------------
-    # Each reads the call's data (and its loop's, through CallOwner) and returns a bool;
-    # none writes anything (tests/property/test_pure_guards.py).
+    # Each reads the call's declared variables (self.vars; the declaration's `reads` says
+    # which), its loop (through CallOwner) and the configuration, and returns a bool; none
+    # writes anything (tests/property/test_pure_guards.py).
 
     def _guard_may_begin(self) -> bool:
         return self.loop.may_begin_call(self.index)

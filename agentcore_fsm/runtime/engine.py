@@ -422,7 +422,6 @@ class Driver:
                 assert effect.index is not None
                 self._spawn(effect.index, runner.after_hook, effect)
             elif isinstance(effect, AwaitApproval):
-                runner.awaiting += 1
                 self._spawn(effect.index, runner.approval, effect)
             else:
                 main = effect

@@ -76,8 +76,7 @@ def _boxed(fn: Callable[..., Any], *args: Any) -> tuple[Any]:
 
 class TaskRunner:
     """The task functions of one run: :attr:`tool`, :attr:`after_hook` and :attr:`approval`
-    (each takes its effect); ``awaiting`` counts the approval tasks in flight (the driver
-    raises it when it starts one). Set :attr:`cancelled` once the run's event loop runs."""
+    (each takes its effect). Set :attr:`cancelled` once the run's event loop runs."""
 
     def __init__(
         self,
@@ -92,7 +91,6 @@ class TaskRunner:
         self.signal = signal
         self.watch = watch
         self.suspendable = suspendable
-        self.awaiting = 0
         self.cancelled: type[BaseException] = BaseException
         self.loop_thread = threading.get_ident()
         self.tool: TaskFn = self.run_tool
@@ -266,5 +264,4 @@ class TaskRunner:
         finally:
             if outcome is not None:
                 host.post(outcome)
-            self.awaiting -= 1
-            host.post(None)  # wakes the driver: it may now suspend the run
+            host.post(None)  # wakes the driver
