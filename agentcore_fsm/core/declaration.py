@@ -23,12 +23,17 @@ __all__ = [
     "InputSpec",
     "StateSpec",
     "TransitionSpec",
+    "VariableSpec",
     "declaration_names",
     "load_declaration",
     "parse_declaration",
 ]
 
 REASONS = ("completed", "stopped", "aborted", "error")
+STREAM_HANDLING = ("start", "update", "finish")
+"""How a stream event kind is handled (``[stream_events]``): ``start`` begins the assistant
+message, ``update`` is a ``message_update`` of a started message (the hot path), ``finish``
+ends the model call (fires ``model_finished``)."""
 
 
 class DeclarationError(ValueError):
@@ -40,6 +45,26 @@ class StateSpec:
     name: str
     doc: str = ""
     effect: str | None = None
+    hook: str | None = None  # the user hook whose answer the state waits for, if any
+    suspend_when: str | None = None  # a guard: when it holds, the run is suspended here
+
+
+@dataclass(frozen=True)
+class VariableSpec:
+    """A declared context variable: a fact that decides transitions and is not a state.
+
+    ``type`` is the Python annotation of its field in the machine's variables record (checked
+    when the declaration is compiled for a class), ``initial`` its value when a run begins (an
+    absent ``initial`` is None; a TOML array is a fresh list per run), ``set_by`` the declared
+    names allowed to write it: emit actions, state effects or inputs (whose handler writes it
+    from the input's data before the trigger fires). A write by anything else is a
+    :class:`~agentcore_fsm.core.declared.MachineError`."""
+
+    name: str
+    type: str
+    initial: Any = None
+    doc: str = ""
+    set_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +74,7 @@ class InputSpec:
     doc: str = ""
     states: tuple[str, ...] = ()
     offers: tuple[str, ...] = ()  # triggers offered after an internal input was handled
+    reads: tuple[str, ...] = ()  # the variables its handling reads (besides guards)
 
 
 @dataclass(frozen=True)
@@ -81,6 +107,9 @@ class Declaration:
     guards: dict[str, str]
     emits: dict[str, str]
     transitions: tuple[TransitionSpec, ...]
+    variables: dict[str, VariableSpec] = field(default_factory=dict)
+    guard_reads: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    stream_events: dict[str, str] = field(default_factory=dict)
     source_text: str = field(default="", repr=False)
     # the engine's compiled machines, one per class that runs this declaration (owned here,
     # so they live exactly as long as the declaration)
@@ -110,6 +139,39 @@ class Declaration:
     def transitions_from(self, state: str, trigger: str) -> list[TransitionSpec]:
         return [t for t in self.transitions if t.trigger == trigger and state in t.source]
 
+    def reads(self, t: TransitionSpec) -> tuple[str, ...]:
+        """The variables the guards of ``t`` read, in declaration order of the variables."""
+        names = {v for g in (*t.guards, *t.unless) for v in self.guard_reads.get(g, ())}
+        return tuple(v for v in self.variables if v in names)
+
+    @property
+    def suspending_states(self) -> dict[str, str]:
+        """The states that suspend a run, each with its ``suspend_when`` guard."""
+        return {s.name: s.suspend_when for s in self.states.values() if s.suspend_when}
+
+    def sets(self, t: TransitionSpec) -> tuple[str, ...]:
+        """The variables taking ``t`` may write: those whose setters include its trigger (an
+        input's handler), one of its emit actions, or the effect of its destination."""
+        effect = self.states[t.dest].effect if t.dest in self.states else None
+        doers = {t.trigger, *t.emits} | ({effect} if effect is not None else set())
+        return tuple(v.name for v in self.variables.values() if doers & set(v.set_by))
+
+    def hook_of(self, state: str) -> str | None:
+        """The hook whose answer a machine in ``state`` waits for (the state's ``hook``)."""
+        spec = self.states.get(state)
+        return spec.hook if spec is not None else None
+
+    def state_of_hook(self, hook: str) -> str | None:
+        """The state that waits for ``hook``'s answer (the first that names it)."""
+        for spec in self.states.values():
+            if spec.hook == hook:
+                return spec.name
+        return None
+
+    def stream_kinds(self, handling: str) -> frozenset[str]:
+        """The stream event kinds handled as ``handling`` (see :data:`STREAM_HANDLING`)."""
+        return frozenset(k for k, h in self.stream_events.items() if h == handling)
+
 
 def _tuple(value: Any) -> tuple[str, ...]:
     if value is None:
@@ -129,7 +191,13 @@ def parse_declaration(text: str) -> Declaration:
         raise DeclarationError(f"declaration is not valid TOML: {exc}") from exc
     try:
         states = {
-            name: StateSpec(name, spec.get("doc", ""), spec.get("effect"))
+            name: StateSpec(
+                name,
+                spec.get("doc", ""),
+                spec.get("effect"),
+                spec.get("hook"),
+                spec.get("suspend_when"),
+            )
             for name, spec in raw["states"].items()
         }
         inputs = {
@@ -139,9 +207,30 @@ def parse_declaration(text: str) -> Declaration:
                 spec.get("doc", ""),
                 _tuple(spec.get("states")),
                 _tuple(spec.get("offers")),
+                _tuple(spec.get("reads")),
             )
             for name, spec in raw.get("inputs", {}).items()
         }
+        variables = {
+            name: VariableSpec(
+                name,
+                spec["type"],
+                spec.get("initial"),
+                spec.get("doc", ""),
+                _tuple(spec.get("set_by")),
+            )
+            for name, spec in raw.get("variables", {}).items()
+        }
+        guards: dict[str, str] = {}
+        guard_reads: dict[str, tuple[str, ...]] = {}
+        for name, spec in raw.get("guards", {}).items():
+            # a guard is its doc, or a table: doc and the variables it reads
+            if isinstance(spec, dict):
+                guards[name] = spec.get("doc", "")
+                guard_reads[name] = _tuple(spec.get("reads"))
+            else:
+                guards[name] = spec
+                guard_reads[name] = ()
         transitions = tuple(
             TransitionSpec(
                 index=i,
@@ -163,9 +252,12 @@ def parse_declaration(text: str) -> Declaration:
             final=raw["final"],
             states=states,
             inputs=inputs,
-            guards=dict(raw.get("guards", {})),
+            guards=guards,
             emits=dict(raw.get("emits", {})),
             transitions=transitions,
+            variables=variables,
+            guard_reads=guard_reads,
+            stream_events=dict(raw.get("stream_events", {})),
             source_text=text,
         )
     except KeyError as exc:
@@ -223,8 +315,48 @@ def _check(decl: Declaration) -> None:
         for offered in spec.offers:
             if offered not in decl.triggers:
                 problems.append(f"input {spec.name!r} offers unknown trigger {offered!r}")
+    _check_variables(decl, problems)
     if problems:
         raise DeclarationError("; ".join(problems))
+
+
+def _check_variables(decl: Declaration, problems: list[str]) -> None:
+    """Every variable has a type and a setter, every setter is a declared name, every read
+    names a declared variable; hooks and stream event handlings are well formed."""
+    effects = {s.effect for s in decl.states.values() if s.effect is not None}
+    doers = set(decl.emits) | effects | set(decl.inputs)
+    for var in decl.variables.values():
+        if not isinstance(var.type, str) or not var.type:
+            problems.append(f"variable {var.name!r} has no type")
+        elif var.initial is None and "None" not in var.type:
+            problems.append(f"variable {var.name!r} has no initial value and is not optional")
+        if not var.set_by:
+            problems.append(f"variable {var.name!r} has no setter (set_by)")
+        for setter in var.set_by:
+            if setter not in doers:
+                problems.append(
+                    f"variable {var.name!r} is set by {setter!r}, which is no emit action, "
+                    f"effect or input of {decl.name!r}"
+                )
+    reads = [(f"guard {g!r}", r) for g, r in decl.guard_reads.items()]
+    reads += [(f"input {i.name!r}", i.reads) for i in decl.inputs.values()]
+    for who, names in reads:
+        for name in names:
+            if name not in decl.variables:
+                problems.append(f"{who} reads undeclared variable {name!r}")
+    for spec in decl.states.values():
+        if spec.hook is not None and not isinstance(spec.hook, str):
+            problems.append(f"state {spec.name!r} names a hook that is not a str")
+        if spec.suspend_when is not None and spec.suspend_when not in decl.guards:
+            problems.append(
+                f"state {spec.name!r} suspends when undeclared guard {spec.suspend_when!r}"
+            )
+    for kind, handling in decl.stream_events.items():
+        if handling not in STREAM_HANDLING:
+            problems.append(
+                f"stream event {kind!r} has unknown handling {handling!r} (known: "
+                f"{', '.join(STREAM_HANDLING)})"
+            )
 
 
 def _states_dir() -> Path | None:

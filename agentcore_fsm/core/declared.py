@@ -17,6 +17,17 @@ class, shared by every run; a run is never registered on it (it is the model han
 ``Event.select``), so nothing is kept alive after a run however it ends. Runs stepped from several
 threads at once are safe: the machine is unqueued and holds no per-run state.
 
+**Variables.** The facts besides the state that decide transitions are the declaration's
+``[variables]``. A class whose declaration has them names a slots dataclass in
+``variables_class`` whose fields are exactly the declared variables, with the declared types as
+annotations (checked when compiling); each run keeps them in one record, ``machine.vars``, made
+from the declared initial values. Guards read them; they are written only through
+:meth:`DeclaredMachine.set_var`, by a name the variable's ``set_by`` lists (an emit action, an
+effect, or an input whose handler writes it before firing): any other write raises
+:class:`MachineError`. Every other attribute of a machine is write-once or data (messages,
+results), listed in the class's ``data_attributes``; ``tests/core/test_variables.py`` checks that
+nothing else changes during a run.
+
 The rules, the same for every machine:
 
 * A **fed trigger** (an input of kind ``trigger``) takes the first declared transition from the
@@ -33,6 +44,7 @@ The rules, the same for every machine:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -190,8 +202,34 @@ class Compiled:
                 problems.append(
                     f"{owner.__name__}.{attr} is named by no declaration of {decl.name!r}"
                 )
+        record = owner.variables_class
+        if record is None:
+            if decl.variables:
+                problems.append(f"{owner.__name__} has no variables_class for its variables")
+        else:
+            fields = {f.name: f.type for f in dataclasses.fields(record)}
+            for name, spec in decl.variables.items():
+                if name not in fields:
+                    problems.append(f"{record.__name__} has no field for variable {name!r}")
+                elif fields[name] != spec.type:
+                    problems.append(
+                        f"{record.__name__}.{name} is {fields[name]!r}; the declaration says "
+                        f"{spec.type!r}"
+                    )
+            for name in fields:
+                if name not in decl.variables:
+                    problems.append(
+                        f"{record.__name__}.{name} is no variable declared in {decl.name!r}"
+                    )
         if problems:
             raise DeclarationError(f"{decl.name}: " + "; ".join(problems))
+        self.record = record
+        self.initial: tuple[tuple[str, Any], ...] = tuple(
+            (name, spec.initial) for name, spec in decl.variables.items()
+        )
+        self.setters: dict[str, frozenset[str]] = {
+            name: frozenset(spec.set_by) for name, spec in decl.variables.items()
+        }
 
         table = [
             {
@@ -238,6 +276,20 @@ class Compiled:
             name: spec.offers for name, spec in decl.inputs.items() if spec.offers
         }
         self.final = decl.final
+        self.suspend_guards: dict[str, Callable[..., Any]] = {
+            state: guards[guard] for state, guard in decl.suspending_states.items()
+        }
+
+    def new_variables(self) -> Any:
+        """A fresh variables record with the declared initial values (None without one)."""
+        if self.record is None:
+            return None
+        return self.record(
+            **{
+                name: list(value) if isinstance(value, list) else value
+                for name, value in self.initial
+            }
+        )
 
 
 def _missing(*args: Any) -> Any:  # pragma: no cover - never bound: compiling fails first
@@ -264,6 +316,11 @@ class DeclaredMachine:
     machine's :class:`~agentcore_fsm.core.protocol.Step` carries them)."""
 
     declaration_name: ClassVar[str]
+    variables_class: ClassVar[type[Any] | None] = None
+    """The slots dataclass of the declared variables (None: the declaration has none)."""
+    data_attributes: ClassVar[frozenset[str]] = frozenset({"state", "history", "fired"})
+    """The attributes that change during a run and are not variables: the engine's own (the
+    state, the history, the last transition) and the class's data (messages, results)."""
 
     def __init__(self, declaration: Declaration | None = None) -> None:
         decl = declaration if declaration is not None else load_declaration(self.declaration_name)
@@ -272,6 +329,21 @@ class DeclaredMachine:
         self.state: str = decl.initial
         self.history: list[TransitionRecord] = []
         self.fired: TransitionSpec | None = None  # the last transition taken
+        self.vars: Any = self._compiled.new_variables()
+
+    def set_var(self, by: str, name: str, value: Any) -> None:
+        """Write the declared variable ``name``: ``by`` is the declared emit action, effect or
+        input doing it, which must be one of the variable's ``set_by`` (else
+        :class:`MachineError`: the declaration would not tell the whole story)."""
+        allowed = self._compiled.setters.get(name)
+        if allowed is None or by not in allowed:
+            raise MachineError(
+                f"{self.declaration.name}: {by!r} writes the variable {name!r}, but the "
+                f"declaration does not name it as a setter ("
+                + (", ".join(sorted(allowed)) if allowed else "no such variable")
+                + ")"
+            )
+        setattr(self.vars, name, value)
 
     @property
     def finished(self) -> bool:
@@ -314,6 +386,12 @@ class DeclaredMachine:
         effect = self._compiled.effects.get(self.state)
         if effect is not None:
             effect(self)
+
+    def suspends(self) -> bool:
+        """Whether the current state's declared ``suspend_when`` guard holds: the run is to be
+        suspended here (the machine stays; what that means is the running class's to say)."""
+        guard = self._compiled.suspend_guards.get(self.state)
+        return guard is not None and bool(guard(self))
 
     def _offer_after(self, input_name: str) -> None:
         for trigger in self._compiled.offers.get(input_name, ()):

@@ -12,7 +12,8 @@ by name (``_guard_*``, ``_emit_*``, ``_effect_*``; see :mod:`agentcore_fsm.core.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 from agentcore_fsm.core.approval import ApprovalRequest
 from agentcore_fsm.core.boundary import exc_text
@@ -49,9 +50,30 @@ from agentcore_fsm.core.tool_call import (
 )
 from agentcore_fsm.core.tools import AgentTool
 
-__all__ = ["REQUEST_ABORTED", "LoopActions"]
+__all__ = ["REQUEST_ABORTED", "LoopActions", "LoopVars"]
 
 REQUEST_ABORTED = "Request was aborted"
+
+
+@dataclass(slots=True)
+class LoopVars:
+    """The loop's declared variables (``[variables]`` of ``states/agent_loop.toml``: each
+    field's type, initial value, meaning and setters are declared there). One record per run,
+    ``machine.vars``; guards read it, and only the declared setters write it
+    (:meth:`~agentcore_fsm.core.declared.DeclaredMachine.set_var`)."""
+
+    first_turn: bool
+    turn_open: bool
+    polled: list[AgentMessage]
+    poll_aborted: bool
+    aborted: bool
+    stop_requested: bool
+    batch_had_calls: bool
+    batch_terminated: bool
+    message_started: bool
+    parallel: bool
+    deferred_calls: list[int]
+    outcome: str | None
 
 
 class LoopActions(DeclaredMachine):
@@ -59,6 +81,28 @@ class LoopActions(DeclaredMachine):
     (the base of :class:`~agentcore_fsm.core.machine.LoopMachine`; not run on its own)."""
 
     declaration_name = "agent_loop"
+    variables_class = LoopVars
+    vars: LoopVars
+    data_attributes: ClassVar[frozenset[str]] = frozenset(
+        {
+            # the engine's
+            "state",
+            "history",
+            "fired",
+            # the run's data: the transcript, what prepare_next_turn may replace, the turn's
+            # message and tool calls, the failure that ends the run, the step being built
+            "context",
+            "model",
+            "reasoning",
+            "new_messages",
+            "_partial",
+            "_final",
+            "_calls",
+            "_failure",
+            "_out",
+            "_effects",
+        }
+    )
 
     def __init__(
         self,
@@ -82,29 +126,29 @@ class LoopActions(DeclaredMachine):
         self.model = config.model
         self.reasoning: str | None = config.reasoning
         self.new_messages: list[AgentMessage] = list(self.prompts)
-        self.end_reason: str | None = None
         self._call_decl = load_declaration("tool_call")
+        decl = self.declaration
+        # the declared tables the inputs are read through (compiled once per declaration)
+        self._stream_updates = decl.stream_kinds("update")
+        self._stream_starts = decl.stream_kinds("start")
+        self._stream_finishes = decl.stream_kinds("finish")
 
         self._out: list[Any] = []
         self._effects: list[Effect] = []
-        # run flags
-        self._first_turn = True
-        self._turn_open = False
-        self._polled: list[AgentMessage] = []
-        self._poll_aborted = False
-        self._aborted = False  # an abort was fed (or a poll/failure came after the signal)
+        # what decides the path besides the state is in self.vars (LoopVars, declared); the
+        # rest is data
         self._failure: BaseException | None = None
-        self._stop_requested = False
-        self._batch_had_calls = False
-        self._batch_terminated = False
-        # turn data
         self._partial: AssistantMessage | None = None
         self._final: AssistantMessage | None = None
-        self._message_started = False
         self._calls: list[ToolCallMachine] = []
-        self._parallel = True
 
     # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def end_reason(self) -> str | None:
+        """How the run ended (the declared variable ``outcome``: the reason of the transition
+        into ``stopped``); None while it runs."""
+        return self.vars.outcome
 
     @property
     def turn_message(self) -> AssistantMessage | None:
@@ -138,7 +182,7 @@ class LoopActions(DeclaredMachine):
     @property
     def message_started(self) -> bool:
         """True once the turn's assistant message had its ``message_start``."""
-        return self._message_started
+        return self.vars.message_started
 
     @property
     def calls(self) -> tuple[ToolCallMachine, ...]:
@@ -153,7 +197,7 @@ class LoopActions(DeclaredMachine):
     @property
     def aborted(self) -> bool:
         """True once an abort was fed (or a poll, tool outcome or failure came after it)."""
-        return self._aborted
+        return self.vars.aborted
 
     @property
     def call_declaration(self) -> Declaration:
@@ -168,7 +212,7 @@ class LoopActions(DeclaredMachine):
         saved = self._effects
         self._effects = out
         try:
-            if not (self.state == "streaming" and self._message_started):
+            if not (self.state == "streaming" and self.vars.message_started):
                 self.enter_effect()
             for call in self._calls:
                 call.enter_effect()
@@ -222,7 +266,7 @@ class LoopActions(DeclaredMachine):
         if self.state != "preparing_tools":
             return False  # calls begin only while the loop prepares tools
         earlier = self._calls[:index]
-        if self._parallel:
+        if self.vars.parallel:
             return all(c.state in PREPARED for c in earlier)
         return all(c.state == "answered" for c in earlier)
 
@@ -232,23 +276,24 @@ class LoopActions(DeclaredMachine):
         calls = self._calls
         if not all(c.state == "answered" for c in calls[:index]):
             return False
-        return not self._parallel or all(c.state in ("ended", "answered") for c in calls)
+        return not self.vars.parallel or all(c.state in ("ended", "answered") for c in calls)
 
     def _make_calls(self, parallel: bool) -> None:
-        assert self._final is not None
+        """The machines of the message's tool calls; ``parallel``: the batch's mode, which the
+        calling emit action has written to the variable ``parallel`` (its declared setter)."""
+        assert self._final is not None and self.vars.parallel is parallel
         decl = self._call_decl
         self._calls = [
             ToolCallMachine(self, i, call, decl) for i, call in enumerate(self._final.tool_calls())
         ]
-        self._parallel = parallel
 
     # --- guards (named in the declaration's [guards]) ----------------------------------------
 
     def _guard_first_turn(self) -> bool:
-        return self._first_turn
+        return self.vars.first_turn
 
     def _guard_has_new_messages(self) -> bool:
-        return bool(self._polled)
+        return bool(self.vars.polled)
 
     def _guard_polls_steering(self) -> bool:
         return self.config.get_steering_messages is not None
@@ -257,13 +302,14 @@ class LoopActions(DeclaredMachine):
         return self.config.get_follow_up_messages is not None
 
     def _guard_poll_aborted(self) -> bool:
-        return self._poll_aborted
+        return self.vars.poll_aborted
 
     def _guard_tools_continue(self) -> bool:
-        return self._batch_had_calls and not self._batch_terminated
+        v = self.vars
+        return v.batch_had_calls and not v.batch_terminated
 
     def _guard_batch_terminated(self) -> bool:
-        return self._batch_terminated
+        return self.vars.batch_terminated
 
     def _guard_assistant_errored(self) -> bool:
         return self._final is not None and self._final.stop_reason == "error"
@@ -284,6 +330,11 @@ class LoopActions(DeclaredMachine):
     def _guard_approvals_pending(self) -> bool:
         return any(c.state == "awaiting_approval" for c in self._calls)
 
+    def _guard_approvals_deferred(self) -> bool:
+        deferred = self.vars.deferred_calls
+        waiting = [c.index for c in self._calls if c.state == "awaiting_approval"]
+        return bool(waiting) and all(i in deferred for i in waiting)
+
     def _guard_has_runnable_calls(self) -> bool:
         return any(c.state == "ready" for c in self._calls)
 
@@ -303,13 +354,13 @@ class LoopActions(DeclaredMachine):
         return self.config.should_stop_after_turn is not None
 
     def _guard_stop_requested(self) -> bool:
-        return self._stop_requested
+        return self.vars.stop_requested
 
     def _guard_turn_open(self) -> bool:
-        return self._turn_open
+        return self.vars.turn_open
 
     def _guard_failed_after_abort(self) -> bool:
-        return self._aborted
+        return self.vars.aborted
 
     # --- emit actions (named in the declaration's [emits]) ------------------------------------
 
@@ -317,8 +368,8 @@ class LoopActions(DeclaredMachine):
         self._out.append(AgentStartEvent())
 
     def _emit_turn_start(self) -> None:
-        self._new_turn()
-        self._turn_open = True
+        self._new_turn("turn_start")
+        self.set_var("turn_start", "turn_open", True)
         self._out.append(TurnStartEvent())
 
     def _emit_prompt_messages(self) -> None:
@@ -328,7 +379,8 @@ class LoopActions(DeclaredMachine):
             out.append(MessageEndEvent(message=message))
 
     def _emit_injected_messages(self) -> None:
-        polled, self._polled = self._polled, []
+        polled = self.vars.polled
+        self.set_var("injected_messages", "polled", [])
         for message in polled:
             self.append_message(message)
 
@@ -337,8 +389,8 @@ class LoopActions(DeclaredMachine):
         if final is None:
             final = self._failure_message(self._partial)
             self._final = final
-        if not self._message_started:
-            self._message_started = True
+        if not self.vars.message_started:
+            self.set_var("assistant_end", "message_started", True)
             self._out.append(MessageStartEvent(message=final))
         self.context.messages.append(final)
         self.new_messages.append(final)
@@ -346,13 +398,12 @@ class LoopActions(DeclaredMachine):
 
     def _emit_begin_calls(self) -> None:
         if not self._calls:
-            self._make_calls(
-                self.config.tool_execution != "sequential"
-                and not any(
-                    _tool_mode(self.context.tools, c.name) == "sequential"
-                    for c in self._final.tool_calls()  # type: ignore[union-attr]
-                )
+            parallel = self.config.tool_execution != "sequential" and not any(
+                _tool_mode(self.context.tools, c.name) == "sequential"
+                for c in self._final.tool_calls()  # type: ignore[union-attr]
             )
+            self.set_var("begin_calls", "parallel", parallel)
+            self._make_calls(parallel)
         self._advance_calls()
 
     def _emit_run_calls(self) -> None:
@@ -360,6 +411,7 @@ class LoopActions(DeclaredMachine):
             c.offer("run")
 
     def _emit_truncate_calls(self) -> None:
+        self.set_var("truncate_calls", "parallel", False)
         self._make_calls(parallel=False)
         for c in self._calls:
             c.fire("truncate")
@@ -368,18 +420,20 @@ class LoopActions(DeclaredMachine):
     def _emit_abort_calls(self) -> None:
         for c in self._calls:
             c.offer("abort")
-            if not self._parallel:  # sequential: each call's result before the next call
+            if not self.vars.parallel:  # sequential: each call's result before the next call
                 c.offer("answer")
         for c in self._calls:  # parallel: the result pairs after every end, in source order
             c.offer("answer")
 
     def _emit_turn_end(self) -> None:
         calls = self._calls
-        self._batch_had_calls = bool(calls)
-        self._batch_terminated = bool(calls) and all(
-            c.result is not None and c.result.terminate is True for c in calls
+        self.set_var("turn_end", "batch_had_calls", bool(calls))
+        self.set_var(
+            "turn_end",
+            "batch_terminated",
+            bool(calls) and all(c.result is not None and c.result.terminate is True for c in calls),
         )
-        self._turn_open = False
+        self.set_var("turn_end", "turn_open", False)
         self._out.append(TurnEndEvent(message=self._final, tool_results=self._tool_results()))
 
     def _emit_failure_turn(self) -> None:
@@ -392,7 +446,7 @@ class LoopActions(DeclaredMachine):
     def _emit_agent_end(self) -> None:
         spec = self.fired
         assert spec is not None and spec.reason is not None
-        self.end_reason = spec.reason
+        self.set_var("agent_end", "outcome", spec.reason)
         self._out.append(
             AgentEndEvent(messages=list(self.new_messages), reason=spec.reason)  # type: ignore[arg-type]
         )
@@ -406,8 +460,8 @@ class LoopActions(DeclaredMachine):
         self._effects.append(PollFollowUp())
 
     def _effect_call_model(self) -> None:
-        self._first_turn = False
-        self._new_turn()
+        self.set_var("call_model", "first_turn", False)
+        self._new_turn("call_model")
         self._effects.append(CallModel(self.context, self.model, self.reasoning))
 
     def _effect_call_prepare_next_turn(self) -> None:
@@ -421,10 +475,11 @@ class LoopActions(DeclaredMachine):
 
     # --- helpers ----------------------------------------------------------------------------
 
-    def _new_turn(self) -> None:
+    def _new_turn(self, by: str) -> None:
         self._partial = None
         self._final = None
-        self._message_started = False
+        self.set_var(by, "message_started", False)
+        self.set_var(by, "deferred_calls", [])
         self._calls = []
 
     def append_message(self, message: AgentMessage) -> None:
@@ -448,7 +503,7 @@ class LoopActions(DeclaredMachine):
 
     def _failure_message(self, partial: AssistantMessage | None) -> AssistantMessage:
         """The message that closes a turn cut short by abort or failure."""
-        stop: Literal["aborted", "error"] = "aborted" if self._aborted else "error"
+        stop: Literal["aborted", "error"] = "aborted" if self.vars.aborted else "error"
         text = exc_text(self._failure) if self._failure is not None else REQUEST_ABORTED
         if partial is not None:
             message = partial.model_copy(deep=True)

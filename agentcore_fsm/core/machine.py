@@ -65,6 +65,7 @@ from agentcore_fsm.core.protocol import (
     Abort,
     ApprovalChecked,
     ApprovalDecided,
+    ApprovalDeferred,
     ArgumentsPrepared,
     CallHook,
     CallModel,
@@ -86,6 +87,7 @@ from agentcore_fsm.core.protocol import (
     Step,
     StreamEvent,
     StreamExhausted,
+    Suspend,
     ToolFinished,
     ToolUpdated,
 )
@@ -112,26 +114,12 @@ __all__ = [
     "PrepareArguments",
     "Proceed",
     "Step",
+    "Suspend",
     "TransitionRecord",
 ]
 
 BLOCKED_TEXT = "Tool execution was blocked"
-
-_STREAM_UPDATE_TYPES = frozenset(
-    {
-        "text_start",
-        "text_delta",
-        "text_end",
-        "thinking_start",
-        "thinking_delta",
-        "thinking_end",
-        "toolcall_start",
-        "toolcall_delta",
-        "toolcall_end",
-    }
-)
 _TOOL_HOOKS = ("before_tool_call", "after_tool_call")
-_STATE_OF_CALL_HOOK = {"before_tool_call": "checking", "after_tool_call": "reviewing"}
 
 
 class LoopMachine(LoopActions):
@@ -251,6 +239,13 @@ class LoopMachine(LoopActions):
         """The events of the turn's end were delivered (answers a :class:`Proceed` effect)."""
         return self.feed(Proceeded())
 
+    def approval_deferred(self, index: int) -> Step:
+        """Tool call ``index``, waiting for approval, gets no decision in this process (its
+        decider returned None in a run that may suspend). Once every waiting call is so, the
+        state's declared ``suspend_when`` guard holds and the step asks for a :class:`Suspend`
+        effect: the run stops here, unfinished (the machine stays in ``awaiting_approval``)."""
+        return self.feed(ApprovalDeferred(index))
+
     def abort(self) -> Step:
         """The abort signal fired: end the run now, losing nothing (see
         docs/reference.md#what-an-abort-does)."""
@@ -268,8 +263,8 @@ class LoopMachine(LoopActions):
         building a :class:`Step` per delta."""
         try:
             if (
-                self._message_started
-                and event.type in _STREAM_UPDATE_TYPES
+                self.vars.message_started
+                and event.type in self._stream_updates
                 and self.state == "streaming"
                 and isinstance(event.partial, AssistantMessage)
             ):
@@ -306,10 +301,10 @@ class LoopMachine(LoopActions):
             polled = coerce_messages(input.messages, poll, input.timestamp)
         except InvalidValueError as exc:
             return self._failed(exc, input.aborted)
-        self._polled = polled
-        self._poll_aborted = input.aborted
+        self.set_var(name, "polled", polled)
+        self.set_var(name, "poll_aborted", input.aborted)
         if input.aborted:
-            self._aborted = True
+            self.set_var(name, "aborted", True)
         self.fire(name)
         return self._take_step()
 
@@ -330,7 +325,8 @@ class LoopMachine(LoopActions):
                 f"(an object whose type is 'start', a *_start/_delta/_end type, 'done' or "
                 f"'error')",
             )
-        if kind in _STREAM_UPDATE_TYPES or kind == "start":
+        updates, starts = self._stream_updates, self._stream_starts
+        if kind in updates or kind in starts:
             partial = getattr(event, "partial", None)
             if not isinstance(partial, AssistantMessage):
                 return self._failed(
@@ -339,17 +335,17 @@ class LoopMachine(LoopActions):
                         f"{describe_value(partial)}; expected an AssistantMessage"
                     )
                 )
-            if kind == "start":
-                if not self._message_started:
-                    self._message_started = True
+            if kind in starts:
+                if not self.vars.message_started:
+                    self.set_var("stream_event", "message_started", True)
                     self._partial = partial
                     return Step([MessageStartEvent(message=partial)], [])
                 return Step([], [])
-            if self._message_started:
+            if self.vars.message_started:
                 self._partial = partial
                 return Step([MessageUpdateEvent(message=partial, assistant_message_event=event)])
             return Step([], [])  # deltas before `start` are dropped
-        if kind == "done" or kind == "error":
+        if kind in self._stream_finishes:
             try:
                 final = check_terminal_message(
                     kind, getattr(event, "message" if kind == "done" else "error", None)
@@ -400,7 +396,7 @@ class LoopMachine(LoopActions):
         if name == "should_stop_after_turn":
             self._check("stop_decided")
             try:
-                self._stop_requested = check_should_stop(input.value)
+                self.set_var("stop_decided", "stop_requested", check_should_stop(input.value))
             except InvalidValueError as exc:
                 return self._failed(exc)
             self.fire("stop_decided")
@@ -408,7 +404,7 @@ class LoopMachine(LoopActions):
         self._check("hook_returned")
         if name not in _TOOL_HOOKS:
             raise self._bad_input("hook_returned", f"hook_returned: unknown hook {name!r}")
-        c = self._call_in("hook_returned", input.index, _STATE_OF_CALL_HOOK[name], name)
+        c = self._call_in("hook_returned", input.index, self._call_state_of(name), name)
         if name == "before_tool_call":
             terminate = False
             try:
@@ -466,12 +462,20 @@ class LoopMachine(LoopActions):
         c.decided(input)
         return self._after_call_input("approval_decided")
 
+    def _on_approval_deferred(self, input: ApprovalDeferred) -> Step:
+        self._check("approval_deferred")
+        c = self._call_in("approval_deferred", input.index, "awaiting_approval", "a decision")
+        deferred = self.vars.deferred_calls
+        if c.index not in deferred:
+            self.set_var("approval_deferred", "deferred_calls", [*deferred, c.index])
+        return self._after_call_input("approval_deferred")
+
     def _on_hook_failed(self, input: HookFailed) -> Step:
         name = input.name
         if name not in _TOOL_HOOKS:  # a turn hook that raised is a failure of the run
             return self._on_fail(Fail(input.error))
         self._check("hook_failed")
-        c = self._call_in("hook_failed", input.index, _STATE_OF_CALL_HOOK[name], name)
+        c = self._call_in("hook_failed", input.index, self._call_state_of(name), name)
         if name == "before_tool_call":
             c.before_returned(exc_text(input.error))
         else:
@@ -539,7 +543,7 @@ class LoopMachine(LoopActions):
 
     def _on_abort(self, input: Abort) -> Step:
         self._check("abort")
-        self._aborted = True
+        self.set_var("abort", "aborted", True)
         self.fire("abort")
         return self._take_step()
 
@@ -550,7 +554,7 @@ class LoopMachine(LoopActions):
     def _failed(self, error: BaseException, aborted: bool = False) -> Step:
         self._failure = error
         if aborted:
-            self._aborted = True
+            self.set_var("fail", "aborted", True)
         # messages a poll returned for the next turn stay: the failure closes a turn they join
         self.fire("fail")
         return self._take_step()
@@ -558,22 +562,25 @@ class LoopMachine(LoopActions):
     def _after_call_input(self, name: str) -> Step:
         self._advance_calls()
         self._offer_after(name)
+        if self.suspends():  # the state's declared suspend_when holds
+            self._effects.append(Suspend(self.pending_approvals))
         return self._take_step()
 
     # --- checking an input's data -----------------------------------------------------------
 
     def _waiting_hook(self, input_name: str) -> HookName:
-        state = self.state
-        if state == "preparing_next_turn":
-            return "prepare_next_turn"
-        if state == "deciding_stop":
-            return "should_stop_after_turn"
-        if state == "preparing_tools":
-            return "before_tool_call"
-        if state == "executing":
-            return "after_tool_call"
-        self._check(input_name)  # raises: not accepted here
-        raise AssertionError  # pragma: no cover
+        """The hook whose answer the current state waits for (the state's declared ``hook``)."""
+        hook = self.declaration.hook_of(self.state)
+        if hook is None:
+            self._check(input_name)  # raises: not accepted here
+            raise AssertionError  # pragma: no cover
+        return hook  # type: ignore[return-value]
+
+    def _call_state_of(self, hook: str) -> str:
+        """The state of a tool call's machine that waits for ``hook`` (declared ``hook``)."""
+        state = self._call_decl.state_of_hook(hook)
+        assert state is not None, f"tool_call declares no state waiting for {hook}"
+        return state
 
     def _bad_input(self, name: str, problem: str) -> MachineInputError:
         state = self.state
@@ -611,6 +618,7 @@ class LoopMachine(LoopActions):
         ArgumentsPrepared: _on_arguments_prepared,
         ApprovalChecked: _on_approval_checked,
         ApprovalDecided: _on_approval_decided,
+        ApprovalDeferred: _on_approval_deferred,
         HookReturned: _on_hook_returned,
         HookFailed: _on_hook_failed,
         ToolUpdated: _on_tool_update,

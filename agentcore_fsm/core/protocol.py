@@ -41,6 +41,7 @@ __all__ = [
     "Abort",
     "ApprovalChecked",
     "ApprovalDecided",
+    "ApprovalDeferred",
     "ArgumentsPrepared",
     "AwaitApproval",
     "CallHook",
@@ -64,6 +65,7 @@ __all__ = [
     "Step",
     "StreamEvent",
     "StreamExhausted",
+    "Suspend",
     "ToolFinished",
     "ToolUpdated",
 ]
@@ -160,6 +162,17 @@ class Proceed(Data):
     abort or a raising ``emit`` during the turn's closing events still counts."""
 
 
+@dataclass(slots=True)
+class Suspend:
+    """Stop the run here, unfinished: every tool call waiting for approval has no decision
+    coming in this process (their deciders returned None: a journaled run, see
+    docs/approval.md). ``requests`` are theirs, in source order. Nothing answers it; the
+    journal keeps the requests and a resumed run asks for the decisions again. The machine
+    stays in ``awaiting_approval``, whose declared ``suspend_when`` guard asked for this."""
+
+    requests: list[ApprovalRequest]
+
+
 Effect: TypeAlias = (
     PollSteering
     | PollFollowUp
@@ -170,6 +183,7 @@ Effect: TypeAlias = (
     | AwaitApproval
     | ExecuteTool
     | Proceed
+    | Suspend
 )
 
 # --- inputs: what the machine is fed --------------------------------------------------------
@@ -272,6 +286,16 @@ class ApprovalDecided(Value):
 
 
 @dataclass(slots=True, frozen=True, repr=False, eq=False)
+class ApprovalDeferred(Value):
+    """Tool call ``index``, waiting for approval, gets no decision in this process: its
+    decider returned None in a run that may suspend (a journaled run). Not journaled: a
+    resumed run asks again."""
+
+    index: int
+    timestamp: int = field(default=0, kw_only=True)
+
+
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
 class ToolUpdated(Value):
     """Running tool call ``index`` reported a partial result."""
 
@@ -325,6 +349,7 @@ Input: TypeAlias = (
     | ArgumentsPrepared
     | ApprovalChecked
     | ApprovalDecided
+    | ApprovalDeferred
     | HookReturned
     | HookFailed
     | ToolUpdated

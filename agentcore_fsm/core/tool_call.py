@@ -16,7 +16,8 @@ the loop's.
 from __future__ import annotations
 
 import copy
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
 from agentcore_fsm.core.approval import ApprovalRequest, denied_text
 from agentcore_fsm.core.boundary import describe_value, exc_text
@@ -50,7 +51,7 @@ from agentcore_fsm.core.tools import (
     validate_arguments,
 )
 
-__all__ = ["ABORTED_TEXT", "TRUNCATED_TEXT", "CallOwner", "ToolCallMachine"]
+__all__ = ["ABORTED_TEXT", "TRUNCATED_TEXT", "CallOwner", "CallVars", "ToolCallMachine"]
 
 ABORTED_TEXT = "Operation aborted"
 TRUNCATED_TEXT = (
@@ -114,35 +115,77 @@ class CallOwner(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class CallVars:
+    """A tool call's declared variables (``[variables]`` of ``states/tool_call.toml``: type,
+    initial value, meaning and setters are declared there): what its guards read besides its
+    state, its loop and the configuration. Written only by the declared setters."""
+
+    tool: AgentTool | None
+    valid: bool
+    prepare_error: BaseException | None
+    rejection: str | None
+    approval_asked: bool
+    approval_check: bool | None
+    approval_error: str | None
+    decision: ApprovalDecided | None
+    finished_after_abort: bool
+
+
 class ToolCallMachine(DeclaredMachine):
     """The machine of tool call ``index`` of the loop's current assistant message."""
 
     declaration_name = "tool_call"
+    variables_class = CallVars
+    vars: CallVars
+    data_attributes: ClassVar[frozenset[str]] = frozenset(
+        {
+            "state",
+            "history",
+            "fired",
+            # the arguments as they go, the outcome, the result message, the approval request
+            "raw",
+            "args",
+            "rejection_terminates",
+            "result",
+            "is_error",
+            "message",
+            "approval_reason",
+            "request",
+        }
+    )
 
     def __init__(self, loop: CallOwner, index: int, call: ToolCall, declaration: Any) -> None:
         super().__init__(declaration)
         self.loop = loop
         self.index = index
         self.call = call
-        self.tool: AgentTool | None = None  # looked up by begin()
+        # what decides the call's path besides its state is in self.vars (CallVars, declared
+        # in tool_call.toml); the rest is data
         self.raw: Any = None  # the arguments to validate (a copy; after prepare_arguments)
         self.args: Any = None  # the validated arguments
-        self.valid = False  # raw validated into args (see _validate)
-        self.rejection: str | None = None  # why the call ended before running
         self.rejection_terminates = False  # before_tool_call blocked it with terminate=True
-        self.prepare_error: BaseException | None = None
         self.result: AgentToolResult | None = None
         self.is_error = False
-        self.finished_after_abort = False
         self.message: ToolResultMessage | None = None
-        # approval: asked by before_tool_call (with its reason), the tool's own check, the
-        # request made and the decision taken
-        self.approval_asked = False
-        self.approval_reason: str | None = None
-        self.approval_check: bool | None = None
-        self.approval_error: str | None = None
+        self.approval_reason: str | None = None  # before_tool_call's reason to ask
         self.request: ApprovalRequest | None = None
-        self.decision: ApprovalDecided | None = None
+
+    # the declared variables, read as attributes too
+    @property
+    def tool(self) -> AgentTool | None:
+        """The call's tool, once ``begin`` looked it up (None: not yet, or not found)."""
+        return self.vars.tool
+
+    @property
+    def rejection(self) -> str | None:
+        """Why the call ended before running (None: it did not)."""
+        return self.vars.rejection
+
+    @property
+    def decision(self) -> ApprovalDecided | None:
+        """The approval decision taken, if any."""
+        return self.vars.decision
 
     @property
     def started(self) -> bool:
@@ -158,27 +201,28 @@ class ToolCallMachine(DeclaredMachine):
         (``may_begin``), its tool is looked up and its arguments copied and, when they are
         final (the tool has no ``prepare_arguments``), validated, first; the declared guards
         (``may_begin`` among them) then choose the transition. True if one was taken."""
-        if self.tool is None and self.rejection is None and self.loop.may_begin_call(self.index):
+        v = self.vars
+        if v.tool is None and v.rejection is None and self.loop.may_begin_call(self.index):
             try:
                 tool = find_tool(self.loop.context.tools, self.call.name)
             except ToolCallRejected as exc:
-                self.rejection = str(exc)
+                self.set_var("begin", "rejection", str(exc))
             else:
-                self.tool = tool
+                self.set_var("begin", "tool", tool)
                 # a copy: prepare_arguments, before_tool_call and the tool may mutate the
                 # arguments; the assistant message's tool call must not change
                 self.raw = _json_copy(self.call.arguments)
                 if tool.prepare_arguments is None:
-                    self._validate()
+                    self._validate("begin")
         return self.offer("begin")
 
     def prepared(self, value: Any, error: BaseException | None) -> None:
         if error is not None:
-            self.prepare_error = error
-            self.rejection = exc_text(error)
+            self.set_var("arguments_prepared", "prepare_error", error)
+            self.set_var("arguments_prepared", "rejection", exc_text(error))
         else:
             self.raw = value
-            self._validate()
+            self._validate("arguments_prepared")
         self.fire("arguments_prepared")
 
     def before_returned(
@@ -186,103 +230,112 @@ class ToolCallMachine(DeclaredMachine):
     ) -> None:
         """``blocked``: the rejection text; ``approval``: the hook asked for approval, with
         this reason; ``terminate``: the block's result counts as terminating."""
-        self.rejection = blocked
+        self.set_var("before_returned", "rejection", blocked)
         self.rejection_terminates = terminate and blocked is not None
         if approval is not None and blocked is None:
-            self.approval_asked, self.approval_reason = True, approval
+            self.set_var("before_returned", "approval_asked", True)
+            self.approval_reason = approval
         self.fire("before_returned")
 
     def approval_checked(self, needed: Any, error: BaseException | None) -> None:
         name = self.call.name
+        problem: str | None = None
         if error is not None:
-            self.approval_error = f'requires_approval of tool "{name}" raised: {exc_text(error)}'
+            problem = f'requires_approval of tool "{name}" raised: {exc_text(error)}'
         elif isinstance(needed, bool):
-            self.approval_check = needed
+            self.set_var("approval_checked", "approval_check", needed)
         else:
-            self.approval_error = (
+            problem = (
                 f'requires_approval of tool "{name}" returned {describe_value(needed)}; '
                 f"expected a bool"
             )
-        if self.approval_error is not None:
-            self.rejection = self.approval_error  # the text of the call's end (rejected_end)
+        if problem is not None:
+            self.set_var("approval_checked", "approval_error", problem)
+            # the text of the call's end (rejected_end)
+            self.set_var("approval_checked", "rejection", problem)
         self.fire("approval_checked")
 
     def decided(self, decision: ApprovalDecided) -> None:
-        self.decision = decision
+        self.set_var("decided", "decision", decision)
         if decision.approved and decision.args is not None:
             self.raw = _json_copy(decision.args)  # the approver's arguments, validated again
-            self._validate()
+            self._validate("decided")
         self.fire("decided")
 
     def tool_finished(self, result: AgentToolResult, is_error: bool, after_abort: bool) -> None:
         self.result, self.is_error = result, is_error
-        self.finished_after_abort = after_abort
+        self.set_var("finished", "finished_after_abort", after_abort)
         self.fire("finished")
 
     def after_returned(self, result: AgentToolResult, is_error: bool) -> None:
         self.result, self.is_error = result, is_error
         self.fire("after_returned")
 
-    def _validate(self) -> None:
+    def _validate(self, by: str) -> None:
         """Validate ``raw`` (the arguments as they now stand) into ``args``; on failure
         ``rejection`` says why. Called where the arguments become known: at ``begin`` (a tool
         without ``prepare_arguments``), when ``prepare_arguments`` returned, when the approver
         changed them. The guard ``arguments_valid`` reads the outcome."""
-        assert self.tool is not None
-        self.valid = False
+        tool = self.vars.tool
+        assert tool is not None
+        self.set_var(by, "valid", False)
         try:
-            self.args = validate_arguments(self.tool, self.raw)
-            self.valid = True
+            self.args = validate_arguments(tool, self.raw)
+            self.set_var(by, "valid", True)
         except ToolCallRejected as exc:
-            self.rejection = str(exc)
+            self.set_var(by, "rejection", str(exc))
         except Exception as exc:  # formatting junk arguments failed: still name the tool
-            self.rejection = f'Validation failed for tool "{self.call.name}": {exc_text(exc)}'
+            text = f'Validation failed for tool "{self.call.name}": {exc_text(exc)}'
+            self.set_var(by, "rejection", text)
 
     # --- guards ---------------------------------------------------------------------------
-    # Each reads the call's data (and its loop's, through CallOwner) and returns a bool;
-    # none writes anything (tests/property/test_pure_guards.py).
+    # Each reads the call's declared variables (self.vars; the declaration's `reads` says
+    # which), its loop (through CallOwner) and the configuration, and returns a bool; none
+    # writes anything (tests/property/test_pure_guards.py).
 
     def _guard_may_begin(self) -> bool:
         return self.loop.may_begin_call(self.index)
 
     def _guard_tool_found(self) -> bool:
-        return self.tool is not None
+        return self.vars.tool is not None
 
     def _guard_has_prepare(self) -> bool:
-        return self.tool is not None and self.tool.prepare_arguments is not None
+        return self.vars.tool is not None and self.vars.tool.prepare_arguments is not None
 
     def _guard_arguments_valid(self) -> bool:
-        return self.valid
+        return self.vars.valid
 
     def _guard_prepare_failed(self) -> bool:
-        return self.prepare_error is not None
+        return self.vars.prepare_error is not None
 
     def _guard_has_before_hook(self) -> bool:
         return self.loop.config.before_tool_call is not None
 
     def _guard_blocked(self) -> bool:
-        return self.rejection is not None
+        return self.vars.rejection is not None
 
     def _guard_has_approval_check(self) -> bool:
-        tool = self.tool
-        return tool is not None and callable(tool.requires_approval) and not self.approval_asked
+        tool = self.vars.tool
+        return (
+            tool is not None and callable(tool.requires_approval) and not self.vars.approval_asked
+        )
 
     def _guard_approval_check_failed(self) -> bool:
-        return self.approval_error is not None
+        return self.vars.approval_error is not None
 
     def _guard_needs_approval(self) -> bool:
-        tool = self.tool
+        tool = self.vars.tool
         return (
-            self.approval_asked
-            or self.approval_check is True
+            self.vars.approval_asked
+            or self.vars.approval_check is True
             or (tool is not None and tool.requires_approval is True)
         )
 
     def _guard_approved(self) -> bool:
-        return self.decision is not None and self.decision.approved
+        return self.vars.decision is not None and self.vars.decision.approved
 
     def _guard_has_after_hook(self) -> bool:
-        return self.loop.config.after_tool_call is not None and not self.finished_after_abort
+        return self.loop.config.after_tool_call is not None and not self.vars.finished_after_abort
 
     def _guard_may_answer(self) -> bool:
         return self.loop.may_answer_call(self.index)
@@ -305,7 +358,7 @@ class ToolCallMachine(DeclaredMachine):
         )
 
     def _emit_rejected_end(self) -> None:
-        result = error_result(self.rejection or "Tool execution was blocked")
+        result = error_result(self.vars.rejection or "Tool execution was blocked")
         if self.rejection_terminates:
             result.terminate = True
         self._end(result, True)
@@ -323,7 +376,7 @@ class ToolCallMachine(DeclaredMachine):
     def _emit_approval_requested(self) -> None:
         call = self.call
         reason = self.approval_reason
-        if not self.approval_asked:
+        if not self.vars.approval_asked:
             reason = APPROVAL_REASON.format(name=call.name)
         request = ApprovalRequest(
             tool_call_id=call.id, tool_name=call.name, args=self.args, reason=reason
@@ -336,11 +389,11 @@ class ToolCallMachine(DeclaredMachine):
         )
 
     def _emit_approval_decided(self) -> None:
-        decision = self.decision
+        decision = self.vars.decision
         assert decision is not None
         call = self.call
         if not decision.approved:
-            self.rejection = denied_text(call.name, decision.reason)
+            self.set_var("approval_decided", "rejection", denied_text(call.name, decision.reason))
         self.loop.emit_event(
             ApprovalDecidedEvent(
                 tool_call_id=call.id,
@@ -397,8 +450,8 @@ class ToolCallMachine(DeclaredMachine):
     # --- effects --------------------------------------------------------------------------
 
     def _effect_prepare_arguments(self) -> None:
-        assert self.tool is not None
-        self.loop.request_effect(PrepareArguments(self.index, self.tool, self.raw))
+        assert self.vars.tool is not None
+        self.loop.request_effect(PrepareArguments(self.index, self.vars.tool, self.raw))
 
     def _effect_before_tool_call(self) -> None:
         loop = self.loop
@@ -410,16 +463,16 @@ class ToolCallMachine(DeclaredMachine):
         loop.request_effect(CallHook("before_tool_call", ctx, self.index))
 
     def _effect_check_approval(self) -> None:
-        assert self.tool is not None
-        self.loop.request_effect(CheckApproval(self.index, self.tool, self.args))
+        assert self.vars.tool is not None
+        self.loop.request_effect(CheckApproval(self.index, self.vars.tool, self.args))
 
     def _effect_await_approval(self) -> None:
         assert self.request is not None
         self.loop.request_effect(AwaitApproval(self.index, self.request))
 
     def _effect_execute(self) -> None:
-        assert self.tool is not None
-        self.loop.request_effect(ExecuteTool(self.index, self.tool, self.call, self.args))
+        assert self.vars.tool is not None
+        self.loop.request_effect(ExecuteTool(self.index, self.vars.tool, self.call, self.args))
 
     def _effect_after_tool_call(self) -> None:
         loop = self.loop

@@ -369,6 +369,59 @@ def emit_lines(emits: Sequence[str]) -> list[str]:
     )
 
 
+def _initial_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "None" if value is None else repr(value)
+
+
+def variable_lines(decl: Declaration) -> list[str]:
+    """The declared variables as drawn in a static diagram's note: ``name: type = initial``,
+    and what the abort and failure arrows (which show no variables) set."""
+    lines = [f"{v.name}: {v.type} = {_initial_text(v.initial)}" for v in decl.variables.values()]
+    exceptional = {
+        name for t in decl.transitions if t.trigger in EXCEPTIONAL_TRIGGERS for name in decl.sets(t)
+    }
+    if exceptional:
+        listed = ", ".join(v for v in decl.variables if v in exceptional)
+        lines.append(f"(abort and fail set {listed})")
+    lines += [suspension_text(state, guard) for state, guard in decl.suspending_states.items()]
+    return lines
+
+
+def suspension_text(state: str, guard: str) -> str:
+    """How a diagram says that ``state`` suspends a run when ``guard`` holds."""
+    return f"{state} suspends the run [{guard}]"
+
+
+def variable_text(decl: Declaration, entry: ArrowEntry) -> str:
+    """Which declared variables a label line's transitions read (their guards) and may set (their
+    inputs' handlers, emit actions, the destination's effect): ``reads a · sets b, c``; empty
+    when none."""
+    reads: dict[str, None] = {}
+    sets: dict[str, None] = {}
+    for spec in entry.specs:
+        reads.update(dict.fromkeys(decl.reads(spec)))
+        sets.update(dict.fromkeys(decl.sets(spec)))
+    parts = []
+    if reads:
+        parts.append("reads " + ", ".join(reads))
+    if sets:
+        parts.append("sets " + ", ".join(sets))
+    return " \N{MIDDLE DOT} ".join(parts)
+
+
+def variable_label_lines(decl: Declaration, group: ArrowGroup, entry: ArrowEntry) -> list[str]:
+    """:func:`variable_text` wrapped like the emit lines; none on the dashed abort and failure
+    arrows (every one of them sets ``aborted`` and ``outcome``: the note says so once)."""
+    if group.exceptional:
+        return []
+    text = variable_text(decl, entry)
+    if not text:
+        return []
+    return textwrap.wrap(text, _EMITS_WIDTH, break_long_words=False, break_on_hyphens=False)
+
+
 def is_auto(decl: Declaration, trigger: str) -> bool:
     return bool(decl.inputs) and trigger not in decl.inputs
 

@@ -37,6 +37,8 @@ from agentcore_fsm.devtools.diagram_model import (
     is_auto,
     state_class,
     state_notes,
+    variable_label_lines,
+    variable_lines,
     wait_text,
 )
 from agentcore_fsm.devtools.mermaid import to_mermaid
@@ -108,7 +110,27 @@ def _edge_label(decl: Declaration, group: ArrowGroup, run: RunView | None) -> st
         color = FADED_TEXT if faded else MUTED
         for line in emit_lines(entry.emits):
             lines.append(f'<font point-size="9" color="{color}">{_h(line)}</font>')
+        if run is None:  # the declared variables read and set (static diagrams)
+            for line in variable_label_lines(decl, group, entry):
+                lines.append(
+                    f'<font point-size="8" color="{VARIABLE_COLOUR}"><i>{_h(line)}</i></font>'
+                )
     return _label_table(lines)
+
+
+VARIABLE_COLOUR = "#7c3aed"
+"""The colour of the declared variables: the note that lists them and the ``reads/sets`` lines."""
+
+
+def _variables_note(decl: Declaration) -> str:
+    """The note listing the declared variables (``name: type = initial``)."""
+    lines = [f'<font point-size="10" color="{VARIABLE_COLOUR}"><b>variables</b></font>']
+    lines += [
+        f'<font point-size="9" color="{VARIABLE_COLOUR}">{_h(line)}</font>'
+        for line in variable_lines(decl)
+    ]
+    rows = "".join(f'<tr><td align="left">{line}</td></tr>' for line in lines)
+    return f'<<table border="0" cellborder="0" cellspacing="0" cellpadding="1">{rows}</table>>'
 
 
 def _label_table(lines: list[str]) -> str:
@@ -126,6 +148,9 @@ def _node_label(decl: Declaration, name: str, view: RunView | None) -> str:
     lines = [f"<b>{_h(name)}</b>"]
     if spec.effect:
         lines.append(f'<font point-size="9" color="{MUTED}"><i>{_h(spec.effect)}</i></font>')
+    if spec.suspend_when and view is None:
+        text = f"suspends [{spec.suspend_when}]"
+        lines.append(f'<font point-size="9" color="{VARIABLE_COLOUR}"><i>{_h(text)}</i></font>')
     if view is not None:
         mark, details = state_notes(view, name)
         if mark is not None:
@@ -151,6 +176,10 @@ def _legend(decl: Declaration, run: RunView | None) -> str:
         parts.append("italic: fired by the machine itself")
     if any(t.trigger in EXCEPTIONAL_TRIGGERS for t in ts):
         parts.append("dashed: abort and failure")
+    if any(t.reason for t in ts):
+        parts.append("agent_end(reason): the run's outcome")
+    if run is None and decl.variables:
+        parts.append("violet: the declared variables a transition reads and sets")
     if run is not None:
         parts[:0] = [f"N{TIMES}: times a transition fired", "thick blue: the path taken"]
         if run.incident is not None:
@@ -197,6 +226,16 @@ def to_dot(decl: Declaration, run: RunView | None = None) -> str:
         + ";",
         "  __start__ " + _attrs(shape="point", width="0.14", label="", color=INK) + ";",
     ]
+    if run is None and decl.variables:
+        note = _attrs(
+            shape="note",
+            style="filled",
+            fillcolor="#faf5ff",
+            color=VARIABLE_COLOUR,
+            label=_variables_note(decl),
+            id="variables",
+        )
+        out.append(f"  __variables__ {note};")
     for name in decl.states:
         attrs: dict[str, str] = {"label": _node_label(decl, name, run), "id": f"state-{name}"}
         if name == decl.final:

@@ -26,6 +26,8 @@ from agentcore_fsm.devtools.diagram_model import (
     fatal_group,
     state_class,
     state_notes,
+    variable_label_lines,
+    variable_lines,
     wait_text,
 )
 
@@ -117,10 +119,15 @@ def to_mermaid(decl: Declaration, run: RunView | None = None) -> str:
     for group in arrow_groups(decl, None):
         lines: list[str] = []
         for entry in group.entries:
-            lines += [_entry_head(entry), *emit_lines(entry.emits)]
-        label = "<br/>".join(mermaid_text(line) for line in lines)
+            lines += [mermaid_text(line) for line in (_entry_head(entry), *emit_lines(entry.emits))]
+            # the declared variables the transitions read and set, in italics
+            lines += [f"<i>{mermaid_text(v)}</i>" for v in variable_label_lines(decl, group, entry)]
+        label = "<br/>".join(lines)
         out.append(f"    {ids[group.source]} --> {ids[group.dest]} : {label}")
     out.append(f"    {ids[decl.final]} --> [*]")
+    if decl.variables:  # the declared variables, in a note beside the initial state
+        listed = "<br/>".join(mermaid_text(line) for line in variable_lines(decl))
+        out.append(f"    note left of {ids[decl.initial]} : <b>variables</b><br/>{listed}")
     return "\n".join(out) + "\n"
 
 

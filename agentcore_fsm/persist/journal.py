@@ -163,12 +163,13 @@ def current_declaration_hash() -> str:
 
 
 def declarations_hash(*declarations: Declaration) -> str:
-    """A hash of what decides the machines' path — states and their effects, inputs,
-    transitions with their guards, emits and reasons, in order — and not of the prose (docs,
-    comments), so that a release that only rewords a declaration still resumes and re-derives
-    the runs of the one before. A run recorded under another hash is read as it was recorded,
-    never fed again (docs/record.md). Each declaration's part is worked out once per
-    declaration object (every journaled run's header holds the hash)."""
+    """A hash of what decides the machines' path — states and their effects, hooks and
+    suspensions, inputs, transitions with their guards, emits and reasons, in order, the
+    declared variables (type, initial value, setters, readers), the stream event kinds — and
+    not of the prose (docs, comments), so that a release that only rewords a declaration still
+    resumes and re-derives the runs of the one before. A run recorded under another hash is
+    read as it was recorded, never fed again (docs/record.md). Each declaration's part is
+    worked out once per declaration object (every journaled run's header holds the hash)."""
     digest = hashlib.sha256()
     for decl in declarations:
         digest.update(_shape(decl))
@@ -195,6 +196,13 @@ def _shape(decl: Declaration) -> bytes:
             [t.trigger, t.source, t.dest, t.guards, t.unless, t.emits, t.auto, t.reason]
             for t in decl.transitions
         ],
+        # the declared variables, what reads them, the hook and suspension tables, the stream
+        # event kinds: they decide the path too
+        [[v.name, v.type, v.initial, list(v.set_by)] for v in decl.variables.values()],
+        [[g, list(r)] for g, r in sorted(decl.guard_reads.items())],
+        [[i.name, list(i.reads)] for i in decl.inputs.values()],
+        [[s.name, s.hook, s.suspend_when] for s in decl.states.values()],
+        sorted(decl.stream_events.items()),
     ]
     text = json.dumps(shape, separators=(",", ":")).encode()
     _SHAPES[decl] = text

@@ -4,20 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcore_fsm.core.approval import ApprovalDecision, ApprovalRequest
+from agentcore_fsm.core.approval import ApprovalDecision
 from agentcore_fsm.core.boundary import describe_value, exc_text
 from agentcore_fsm.core.protocol import ApprovalDecided
 
-__all__ = ["Undecided", "decision"]
-
-
-class Undecided:
-    """Posted by an approval task whose decider made no decision (a journaled run)."""
-
-    __slots__ = ("request",)
-
-    def __init__(self, request: ApprovalRequest) -> None:
-        self.request = request
+__all__ = ["decision"]
 
 
 def decision(index: int, value: Any, suspendable: bool, timestamp: int = 0) -> ApprovalDecided:

@@ -64,6 +64,7 @@ from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.protocol import (
     Abort,
     ApprovalChecked,
+    ApprovalDeferred,
     ArgumentsPrepared,
     AwaitApproval,
     CallHook,
@@ -86,10 +87,10 @@ from agentcore_fsm.core.protocol import (
     Step,
     StreamEvent,
     StreamExhausted,
+    Suspend,
     ToolFinished,
     ToolUpdated,
 )
-from agentcore_fsm.runtime.approvals import Undecided
 from agentcore_fsm.runtime.observer import RunWatch
 from agentcore_fsm.runtime.recording import JournalWriteError, Recorder
 from agentcore_fsm.runtime.task_runs import TaskFn, TaskRunner, call
@@ -160,7 +161,6 @@ class Driver:
         "_scope",
         "_scope_cls",
         "_tasks",
-        "_undecided",
         "_watch",
         "close_grace",
         "config",
@@ -219,7 +219,6 @@ class Driver:
         # approvals: a journaled run may stop, unfinished, when every approval still waiting
         # was answered "no decision here" (None) and nothing else is in flight
         self.suspendable = suspendable
-        self._undecided: list[ApprovalRequest] = []
         self.suspended: list[ApprovalRequest] | None = None
         # the ports, chosen once: a plain run feeds the machine and performs effects directly
         self._watch = watch
@@ -376,11 +375,13 @@ class Driver:
                 await self._deliver(step.events)
             if step.run_over:
                 return None
-            if self._undecided and not self._runner.awaiting and self._failure is None:
-                if not self._halt:
-                    # nothing can feed the machine any more in this process: stop here, the
-                    # run unfinished (its journal keeps the requests); see RunSuspended
-                    self.suspended, self._undecided = self._undecided, []
+            effects = step.effects
+            if effects and isinstance(effects[0], Suspend):
+                # the machine's declared suspend transition: no decision is coming in this
+                # process, so the run stops here, unfinished (its journal keeps the requests;
+                # see RunSuspended) — unless an abort or a failure is pending, which end it
+                if self._failure is None and not self._halt:
+                    self.suspended = effects[0].requests
                     return None
             if self._failure is not None or self._halt:
                 # stop running tools first; results that arrived before are still fed (those
@@ -499,7 +500,6 @@ class Driver:
                 assert effect.index is not None
                 self._spawn(effect.index, runner.after_hook, effect)
             elif isinstance(effect, AwaitApproval):
-                runner.awaiting += 1
                 self._spawn(effect.index, runner.approval, effect)
             else:
                 main = effect
@@ -710,22 +710,20 @@ class Driver:
         assert self._tasks is not None
         self._tasks.spawn(index, fn, effect)
 
-    def post(self, item: Input | Undecided | None) -> None:
+    def post(self, item: Input | None) -> None:
         """Put what a task came to in the run's inbox (dropped once the run has ended)."""
         assert self._tasks is not None
         self._tasks.post(item)
 
-    def _feed(self, item: Input | Undecided | None) -> Step:
+    def _feed(self, item: Input | None) -> Step:
         if item is None:  # a wake-up (abort, an approval task that ended)
             return Step()
-        if isinstance(item, Undecided):
-            self._undecided.append(item.request)
-            return Step()
-        if isinstance(item, ToolUpdated):
+        if isinstance(item, (ToolUpdated, ApprovalDeferred)):
             try:
                 return self.feed_input(item)
             except MachineInputError:
-                return Step()  # an update that arrived after its batch was closed: dropped
+                # an update (or a deferral) that arrived after its batch was closed: dropped
+                return Step()
         if self._halt and isinstance(item, ToolFinished):
             # the signal fired before the result was fed: the call keeps its result, and no
             # after_tool_call starts
@@ -744,7 +742,7 @@ class Driver:
             found, item = tasks.get_nowait()
             if not found:
                 return None
-            if item is None or isinstance(item, (ToolUpdated, Undecided)):
+            if item is None or isinstance(item, (ToolUpdated, ApprovalDeferred)):
                 continue
             try:
                 return self._feed(item)

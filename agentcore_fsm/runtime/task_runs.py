@@ -26,6 +26,7 @@ from agentcore_fsm.core.config import AgentLoopConfig
 from agentcore_fsm.core.messages import now_ms
 from agentcore_fsm.core.protocol import (
     ApprovalDecided,
+    ApprovalDeferred,
     AwaitApproval,
     CallHook,
     ExecuteTool,
@@ -36,7 +37,7 @@ from agentcore_fsm.core.protocol import (
     ToolUpdated,
 )
 from agentcore_fsm.core.tools import AgentToolResult
-from agentcore_fsm.runtime.approvals import Undecided, decision
+from agentcore_fsm.runtime.approvals import decision
 from agentcore_fsm.runtime.observer import RunWatch
 from agentcore_fsm.runtime.tasks import awaitable
 
@@ -56,7 +57,7 @@ class RunHost(Protocol):
         """User code raised a BaseException that is not cancellation (stop like an abort)."""
         ...
 
-    def post(self, item: Input | Undecided | None) -> None:
+    def post(self, item: Input | None) -> None:
         """Put ``item`` in the run's inbox (None only wakes the driver)."""
         ...
 
@@ -75,8 +76,7 @@ def _boxed(fn: Callable[..., Any], *args: Any) -> tuple[Any]:
 
 class TaskRunner:
     """The task functions of one run: :attr:`tool`, :attr:`after_hook` and :attr:`approval`
-    (each takes its effect); ``awaiting`` counts the approval tasks in flight (the driver
-    raises it when it starts one). Set :attr:`cancelled` once the run's event loop runs."""
+    (each takes its effect). Set :attr:`cancelled` once the run's event loop runs."""
 
     __slots__ = (
         "after_hook",
@@ -108,7 +108,6 @@ class TaskRunner:
         self.signal = signal
         self.watch = watch
         self.suspendable = suspendable
-        self.awaiting = 0
         self.cancelled: type[BaseException] = BaseException
         self.loop_thread = threading.get_ident()
         self.tool: TaskFn = self.run_tool
@@ -278,7 +277,7 @@ class TaskRunner:
                 outcome = ApprovalDecided(index, False, reason, "timeout", timestamp=self.now())
                 return outcome
             if value is None and self.suspendable:
-                host.post(Undecided(request))
+                host.post(ApprovalDeferred(index, timestamp=self.now()))
                 return None
             outcome = decision(index, value, self.suspendable, self.now())
             return outcome
@@ -290,5 +289,4 @@ class TaskRunner:
         finally:
             if outcome is not None:
                 host.post(outcome)
-            self.awaiting -= 1
-            host.post(None)  # wakes the driver: it may now suspend the run
+            host.post(None)  # wakes the driver

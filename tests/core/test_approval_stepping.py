@@ -241,7 +241,7 @@ def test_a_tool_that_requires_approval_waits_then_runs_once_approved() -> None:
     want = request("c1", "ask", {"x": 1})
     assert step.effects == [AwaitApproval(0, want)]
     assert m.state == "awaiting_approval"
-    assert m.accepted_inputs() == ["approval_decided", "abort", "fail"]
+    assert m.accepted_inputs() == ["approval_decided", "approval_deferred", "abort", "fail"]
     assert [c.state for c in m.tool_calls] == ["awaiting_approval", "ready"]
     assert m.pending_approvals == [want]
     assert m.pending_tool_calls == ["c1", "c2"]
@@ -783,7 +783,7 @@ def test_a_decision_with_junk_fields_is_refused(decision: ApprovalDecided, probl
     with pytest.raises(MachineInputError) as info:
         m.feed(decision)
     assert str(info.value) == f"approval_decided: tool call #0: {problem}"
-    assert info.value.accepted == ["approval_decided", "abort", "fail"]
+    assert info.value.accepted == ["approval_decided", "approval_deferred", "abort", "fail"]
     assert_unchanged(m, before)
     step = s.feed(ApprovalDecided(0, True))  # the machine goes on as if nothing happened
     assert executed(step) == [(0, "c1", {"x": 1})]

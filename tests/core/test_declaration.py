@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 
@@ -22,7 +23,7 @@ from agentcore_fsm.core.declaration import (
     load_declaration,
     parse_declaration,
 )
-from agentcore_fsm.core.declared import compile_declaration
+from agentcore_fsm.core.declared import MachineError, compile_declaration
 from agentcore_fsm.core.events import StreamDone
 
 LOOP_STATES = {
@@ -182,3 +183,128 @@ def test_reasons_are_declared_on_every_way_to_the_final_state() -> None:
         parse_declaration(broken)
     with pytest.raises(DeclarationError, match="unknown reason 'bored'"):
         parse_declaration(text.replace('reason = "completed"', 'reason = "bored"', 1))
+
+
+# --- variables, hooks and stream events -------------------------------------------------------
+
+LOOP_TEXT = load_declaration("agent_loop").source_text
+MODEL = Model(id="m", provider="p", api="a")
+
+
+def _loop_with(old: str, new: str) -> str:
+    assert old in LOOP_TEXT, old
+    return LOOP_TEXT.replace(old, new, 1)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        (
+            'set_by = ["stop_decided"]',
+            "set_by = []",
+            "variable 'stop_requested' has no setter",
+        ),
+        (
+            'set_by = ["stop_decided"]',
+            'set_by = ["stop_decide"]',
+            "variable 'stop_requested' is set by 'stop_decide', which is no emit action",
+        ),
+        (
+            'reads = ["stop_requested"]',
+            'reads = ["stop_wanted"]',
+            "guard 'stop_requested' reads undeclared variable 'stop_wanted'",
+        ),
+        (
+            'reads = ["message_started"]',
+            'reads = ["started"]',
+            "input 'stream_event' reads undeclared variable 'started'",
+        ),
+        (
+            'type = "bool"\ninitial = false\ndoc = "should_stop_after_turn returned true."',
+            'type = "bool"\ndoc = "should_stop_after_turn returned true."',
+            "variable 'stop_requested' has no initial value and is not optional",
+        ),
+        ('text_delta = "update"', 'text_delta = "delta"', "unknown handling 'delta'"),
+        (
+            'suspend_when = "approvals_deferred"',
+            'suspend_when = "nobody_decides"',
+            "state 'awaiting_approval' suspends when undeclared guard 'nobody_decides'",
+        ),
+    ],
+)
+def test_the_loader_checks_variables_and_tables(old: str, new: str, problem: str) -> None:
+    with pytest.raises(DeclarationError, match=re.escape(problem)):
+        parse_declaration(_loop_with(old, new))
+
+
+def test_the_variables_record_must_match_the_declaration() -> None:
+    """A declared variable the record lacks, or a type that differs, fails when compiling."""
+    extra = parse_declaration(
+        _loop_with(
+            "[variables.outcome]",
+            '[variables.retries]\ntype = "int"\ninitial = 0\nset_by = ["turn_end"]\n\n'
+            "[variables.outcome]",
+        )
+    )
+    with pytest.raises(DeclarationError, match="LoopVars has no field for variable 'retries'"):
+        LoopMachine([], AgentContext(), AgentLoopConfig(model=MODEL), declaration=extra)
+    typed = parse_declaration(_loop_with('type = "list[int]"', 'type = "tuple[int, ...]"'))
+    with pytest.raises(DeclarationError, match=r"LoopVars.deferred_calls is 'list\[int\]'"):
+        LoopMachine([], AgentContext(), AgentLoopConfig(model=MODEL), declaration=typed)
+
+
+def test_a_write_by_an_undeclared_setter_is_refused() -> None:
+    m = LoopMachine([], AgentContext(), AgentLoopConfig(model=MODEL))
+    with pytest.raises(MachineError, match="'proceeded' writes the variable 'stop_requested'"):
+        m.set_var("proceeded", "stop_requested", True)
+    with pytest.raises(MachineError, match="no such variable"):
+        m.set_var("abort", "retries", 1)
+    assert m.vars.stop_requested is False
+    m.set_var("stop_decided", "stop_requested", True)  # the declared setter may
+    assert m.vars.stop_requested is True
+
+
+def test_initial_values_come_from_the_declaration_and_lists_are_fresh() -> None:
+    decl = parse_declaration(
+        _loop_with(
+            'type = "bool"\ninitial = true\ndoc = "The first turn',
+            'type = "bool"\ninitial = false\ndoc = "The first turn',
+        )
+    )
+    config = AgentLoopConfig(model=MODEL)
+    m = LoopMachine([], AgentContext(), config, declaration=decl)
+    assert m.vars.first_turn is False
+    a, b = LoopMachine([], AgentContext(), config), LoopMachine([], AgentContext(), config)
+    assert a.vars.first_turn is True and a.vars.outcome is None
+    assert a.vars.polled == [] and a.vars.polled is not b.vars.polled
+
+
+def test_hooks_and_stream_events_are_read_from_the_declaration() -> None:
+    loop, call = load_declaration("agent_loop"), load_declaration("tool_call")
+    assert {s: loop.hook_of(s) for s in loop.states if loop.hook_of(s)} == {
+        "preparing_tools": "before_tool_call",
+        "executing": "after_tool_call",
+        "deciding_stop": "should_stop_after_turn",
+        "preparing_next_turn": "prepare_next_turn",
+    }
+    assert call.state_of_hook("before_tool_call") == "checking"
+    assert call.state_of_hook("after_tool_call") == "reviewing"
+    assert loop.stream_kinds("start") == {"start"}
+    assert loop.stream_kinds("finish") == {"done", "error"}
+    assert "text_delta" in loop.stream_kinds("update")
+    assert len(loop.stream_kinds("update")) == 9
+
+
+def test_transitions_say_which_variables_they_read_and_set() -> None:
+    loop = load_declaration("agent_loop")
+    by = {(t.trigger, t.source, t.dest, t.guards): t for t in loop.transitions}
+    turn_end = next(t for t in loop.transitions if t.emits == ("assistant_end", "turn_end"))
+    assert loop.sets(turn_end) == (
+        "turn_open",
+        "batch_had_calls",
+        "batch_terminated",
+        "message_started",
+    )
+    stop = by[("stop_decided", ("deciding_stop",), "stopped", ("stop_requested",))]
+    assert loop.reads(stop) == ("stop_requested",)
+    assert loop.sets(stop) == ("stop_requested", "outcome")

@@ -113,6 +113,8 @@ class Mermaid:
     transitions: Counter[tuple[str, str, str, str, tuple[str, ...]]] = field(
         default_factory=Counter
     )
+    # (source, dest, trigger) -> the declared variables its label line reads and sets
+    variables: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # (source, dest, trigger, conditions) -> the count shown on a taken transition
     counts: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     class_defs: set[str] = field(default_factory=set)
@@ -130,12 +132,23 @@ def _unescape(text: str) -> str:
     return text
 
 
-def _parse_label(label: str) -> list[tuple[int | None, list[str], str, tuple[str, ...]]]:
-    """A transition label -> [(count, triggers, conditions, emits)]."""
+def _parse_label(
+    label: str, variables: list[str] | None = None
+) -> list[tuple[int | None, list[str], str, tuple[str, ...]]]:
+    """A transition label -> [(count, triggers, conditions, emits)]; the italic lines of the
+    declared variables (``reads ... · sets ...``), joined per entry, go to ``variables``."""
     entries: list[tuple[int | None, list[str], str, list[str]]] = []
     continuing = False
     for raw in label.split("<br/>"):
         line = _unescape(raw).strip()
+        if variables is not None and (m := re.fullmatch(r"<i>([^<]*)</i>", line)):
+            if not entries:
+                raise MermaidSyntaxError(f"variables before a trigger: {label!r}")
+            while len(variables) < len(entries):
+                variables.append("")
+            variables[len(entries) - 1] = f"{variables[len(entries) - 1]} {m.group(1)}".strip()
+            continuing = False
+            continue
         if line.startswith("/ ") or continuing:
             if not entries:
                 raise MermaidSyntaxError(f"emits before a trigger: {label!r}")
@@ -188,11 +201,19 @@ def parse_mermaid(text: str) -> Mermaid:
             source, dest = state(m.group(1)), state(m.group(2))
             if m.group(3) is None:
                 raise MermaidSyntaxError(f"line {number}: a transition without a label")
-            for count, triggers, conds, emits in _parse_label(m.group(3)):
+            variables: list[str] = []
+            for number_in_label, (count, triggers, conds, emits) in enumerate(
+                _parse_label(m.group(3), variables)
+            ):
                 for trigger in triggers:
                     out.transitions[(source, dest, trigger, conds, emits)] += 1
                     if count is not None:
                         out.counts[(source, dest, trigger, conds)] = count
+                    if number_in_label < len(variables) and variables[number_in_label]:
+                        key = (source, dest, trigger)
+                        known = out.variables.get(key)
+                        text = variables[number_in_label]
+                        out.variables[key] = text if known is None else f"{known} | {text}"
         elif m := re.fullmatch(rf"classDef ({_ID}) (\S+)", line):
             out.class_defs.add(m.group(1))
         elif m := re.fullmatch(rf"class ({_ID}(?:,{_ID})*) ({_ID})", line):

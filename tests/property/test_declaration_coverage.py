@@ -3,9 +3,10 @@ of its source states, is taken by the property suite, for each of the three mach
 (``agent_loop``), a tool call (``tool_call``) and the Agent lifecycle (``agent``).
 
 It runs the fixed banks itself (the scenario bank on both backends, the tool-call bank, the
-lifecycle runs) and counts only what those runs take (``prop_coverage.collecting``), not what
-other tests walked before it: the check is the same whatever order the tests run in, alone or
-with the rest, and every pair must be taken by the banks.
+suspension runs of ``prop_suspension``, the lifecycle runs) and counts only what those runs
+take (``prop_coverage.collecting``), not what other tests walked before it: the check is the
+same whatever order the tests run in, alone or with the rest, and every pair must be taken by
+the banks.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
 from prop_scenarios import run_scenario
+from prop_suspension import suspension_runs
 from prop_tool_calls import CALL_BANK, run_case
 
 from agentcore_fsm.core.declaration import load_declaration
@@ -38,6 +40,8 @@ def _run_the_banks() -> None:
                 pass  # reported by test_tool_call_declaration
     finally:
         logging.getLogger("agentcore_fsm").disabled = False
+    # the loop's suspension (a journaled run's undecided approvals), stepped by hand
+    suspension_runs(observer=prop_coverage.record_transition)
     try:
         lifecycle_runs(record=True)
     except AssertionError:

@@ -6,7 +6,9 @@ Each mutant is an in-memory copy of one declaration (``states/agent_loop.toml``,
 * ``drop``: one emit action removed from a transition;
 * ``swap``: two neighbouring emit actions of a transition swapped;
 * ``retarget``: a transition sent to another state;
-* ``invert``: a guard moved from ``guards`` to ``unless`` (or back).
+* ``invert``: a guard moved from ``guards`` to ``unless`` (or back);
+* ``unset``: a setter removed from a declared variable's ``set_by`` (the engine then refuses
+  that write: a declaration whose variables' setters are wrong must not pass).
 
 Every loop mutant is run (``LoopMachine(..., declaration=mutant)``, stepped by the synchronous
 driver of ``prop_sync_driver``) over the scenario bank; it is killed when the grammar checker or
@@ -34,6 +36,7 @@ import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
 from prop_scenarios import verify
+from prop_suspension import SUSPENSION_RUNS
 from prop_sync_driver import SyncDriver, run_sync
 from prop_tool_calls import CALL_BANK, Runaway, run_case, use_call_declaration, watch_calls
 
@@ -77,6 +80,13 @@ def mutants(real: Declaration = REAL) -> dict[str, Declaration]:
             unless = tuple(g for g in t.unless if g != guard)
             out[f"invert not {guard} {where}"] = _with(
                 real, t.index, unless=unless, guards=(*t.guards, guard)
+            )
+    for var in real.variables.values():
+        for setter in var.set_by:
+            left = tuple(s for s in var.set_by if s != setter)
+            variables = {**real.variables, var.name: dataclasses.replace(var, set_by=left)}
+            out[f"unset {var.name} by {setter}"] = dataclasses.replace(
+                real, variables=variables, source_text=""
             )
     return out
 
@@ -175,7 +185,12 @@ def kill(decl: Declaration) -> str | None:
 
         return run
 
-    return _first_failure({name: scenario(name) for name in healthy_scenarios()})
+    runs = {name: scenario(name) for name in healthy_scenarios()}
+    runs |= {
+        f"suspension: {name}": (lambda run=run: run(decl, None))
+        for name, run in SUSPENSION_RUNS.items()
+    }
+    return _first_failure(runs)
 
 
 def _sync_with_calls_on(name: str, decl: Declaration) -> Callable[[], None]:
@@ -208,7 +223,17 @@ def kill_lifecycle(decl: Declaration) -> str | None:
 
 def test_there_are_mutants_of_every_kind() -> None:
     for found in (MUTANTS, CALL_MUTANTS):
-        assert {name.split()[0] for name in found} == {"drop", "swap", "retarget", "invert"}
+        assert {name.split()[0] for name in found} == {
+            "drop",
+            "swap",
+            "retarget",
+            "invert",
+            "unset",
+        }
+        # one unset mutant per declared (variable, setter) pair
+        real = REAL if found is MUTANTS else CALL_REAL
+        unset = [name for name in found if name.startswith("unset ")]
+        assert len(unset) == sum(len(v.set_by) for v in real.variables.values()) > 0
     # the lifecycle declares no guards and no emit actions: only its targets can change
     assert {name.split()[0] for name in LIFECYCLE_MUTANTS} == {"retarget"}
     assert len(LIFECYCLE_MUTANTS) == len(LIFECYCLE_REAL.transitions) * (
