@@ -357,7 +357,7 @@ class Driver:
     async def _process(self, step: Step) -> Step | None:
         """Deliver each step's events and perform its effects until the run is over (None), or
         until a step would start a task on trio with no task group open yet: that step is
-        returned, its events delivered, for :meth:`_body` to go on with inside one."""
+        returned, its events delivered, for :meth:`run` to go on with inside one."""
         feed = self.feed_input
         recorder = self._recorder
         tasks = self._tasks
