@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agentcore_fsm.core.declaration import (
+    STREAM_HANDLING,
     Declaration,
     DeclarationError,
     TransitionSpec,
@@ -221,11 +222,17 @@ class Compiled:
                     problems.append(
                         f"{record.__name__}.{name} is no variable declared in {decl.name!r}"
                     )
+            if set(fields) == set(decl.variables) and list(fields) != list(decl.variables):
+                problems.append(
+                    f"{record.__name__}'s fields are not in the declared order: "
+                    f"{', '.join(decl.variables)}"
+                )
         if problems:
             raise DeclarationError(f"{decl.name}: " + "; ".join(problems))
         self.record = record
-        self.initial: tuple[tuple[str, Any], ...] = tuple(
-            (name, spec.initial) for name, spec in decl.variables.items()
+        # the initial values in field order; a list is copied for each run
+        self.initial: tuple[tuple[Any, bool], ...] = tuple(
+            (spec.initial, isinstance(spec.initial, list)) for spec in decl.variables.values()
         )
         self.setters: dict[str, frozenset[str]] = {
             name: frozenset(spec.set_by) for name, spec in decl.variables.items()
@@ -276,6 +283,10 @@ class Compiled:
             name: spec.offers for name, spec in decl.inputs.items() if spec.offers
         }
         self.final = decl.final
+        # the stream event kinds per handling ([stream_events]), made once
+        self.stream_kinds: dict[str, frozenset[str]] = {
+            handling: decl.stream_kinds(handling) for handling in STREAM_HANDLING
+        }
         self.suspend_guards: dict[str, Callable[..., Any]] = {
             state: guards[guard] for state, guard in decl.suspending_states.items()
         }
@@ -284,12 +295,7 @@ class Compiled:
         """A fresh variables record with the declared initial values (None without one)."""
         if self.record is None:
             return None
-        return self.record(
-            **{
-                name: list(value) if isinstance(value, list) else value
-                for name, value in self.initial
-            }
-        )
+        return self.record(*[list(value) if fresh else value for value, fresh in self.initial])
 
 
 def _missing(*args: Any) -> Any:  # pragma: no cover - never bound: compiling fails first

@@ -127,11 +127,11 @@ class LoopActions(DeclaredMachine):
         self.reasoning: str | None = config.reasoning
         self.new_messages: list[AgentMessage] = list(self.prompts)
         self._call_decl = load_declaration("tool_call")
-        decl = self.declaration
-        # the declared tables the inputs are read through (compiled once per declaration)
-        self._stream_updates = decl.stream_kinds("update")
-        self._stream_starts = decl.stream_kinds("start")
-        self._stream_finishes = decl.stream_kinds("finish")
+        # the declared stream event kinds the inputs are read through (compiled once)
+        kinds = self._compiled.stream_kinds
+        self._stream_updates = kinds["update"]
+        self._stream_starts = kinds["start"]
+        self._stream_finishes = kinds["finish"]
 
         self._out: list[Any] = []
         self._effects: list[Effect] = []

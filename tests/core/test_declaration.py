@@ -308,3 +308,18 @@ def test_transitions_say_which_variables_they_read_and_set() -> None:
     stop = by[("stop_decided", ("deciding_stop",), "stopped", ("stop_requested",))]
     assert loop.reads(stop) == ("stop_requested",)
     assert loop.sets(stop) == ("stop_requested", "outcome")
+
+
+def test_the_record_fields_follow_the_declared_order() -> None:
+    """A record is built positionally from the declared initial values: the declared order of
+    the variables must be the record's field order."""
+    first = '[variables.first_turn]\ntype = "bool"\ninitial = true\n'
+    assert first in LOOP_TEXT
+    start = LOOP_TEXT.index(first)
+    end = LOOP_TEXT.index("[variables.turn_open]")
+    block = LOOP_TEXT[start:end]
+    moved = LOOP_TEXT[:start] + LOOP_TEXT[end:]
+    moved = moved.replace("[variables.outcome]", block + "[variables.outcome]", 1)
+    decl = parse_declaration(moved)
+    with pytest.raises(DeclarationError, match="fields are not in the declared order"):
+        LoopMachine([], AgentContext(), AgentLoopConfig(model=MODEL), declaration=decl)
