@@ -62,8 +62,8 @@ class Run:
             AgentContext("sys", [], [ASK, PLAIN]),
             config,
             declaration=decl,
-            on_transition=observer,
         )
+        self.observer = observer
         self.checker = GrammarChecker()
         self.feed_step(self.m.start())
         assert self.m.state == "streaming", self.m.state
@@ -82,6 +82,9 @@ class Run:
         )
 
     def feed_step(self, step: Step) -> Step:
+        if self.observer is not None:
+            for record in step.transitions:
+                self.observer(record)
         self.checker.feed_all(step.events)
         return step
 

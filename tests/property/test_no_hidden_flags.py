@@ -150,8 +150,6 @@ def test_an_undeclared_flag_is_caught() -> None:
     sc = next(iter(BANK.values()))
     driver = SyncDriver(sc, None, record=False)
     old = driver.m
-    driver.m = HiddenFlag(
-        old.prompts, AgentContextCopy.of(old), old.config, on_transition=old.on_transition
-    )
+    driver.m = HiddenFlag(old.prompts, AgentContextCopy.of(old), old.config)
     loop_changed, _ = watched_run(driver)
     assert loop_changed - LoopMachine.data_attributes == {"turns_ended"}
