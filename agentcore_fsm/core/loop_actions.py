@@ -35,6 +35,7 @@ from agentcore_fsm.core.messages import (
     ToolResultMessage,
     now_ms,
 )
+from agentcore_fsm.core.output_actions import OutputActions
 from agentcore_fsm.core.protocol import (
     CallHook,
     CallModel,
@@ -55,7 +56,7 @@ __all__ = ["REQUEST_ABORTED", "LoopActions"]
 REQUEST_ABORTED = "Request was aborted"
 
 
-class LoopActions(DeclaredMachine):
+class LoopActions(OutputActions, DeclaredMachine):
     """The loop machine's data, its readings and its declared guards, emit actions and effects
     (the base of :class:`~agentcore_fsm.core.machine.LoopMachine`; not run on its own)."""
 
@@ -106,6 +107,7 @@ class LoopActions(DeclaredMachine):
         self._message_started = False
         self._calls: list[ToolCallMachine] = []
         self._parallel = True
+        self._init_output()  # structured output (core/output_actions.py)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -397,7 +399,11 @@ class LoopActions(DeclaredMachine):
         assert spec is not None and spec.reason is not None
         self.end_reason = spec.reason
         self._out.append(
-            AgentEndEvent(messages=list(self.new_messages), reason=spec.reason)  # type: ignore[arg-type]
+            AgentEndEvent(
+                messages=list(self.new_messages),
+                reason=spec.reason,  # type: ignore[arg-type]
+                output=self.output,
+            )
         )
 
     # --- effects (named in the declaration's states) ----------------------------------------

@@ -17,7 +17,8 @@ from typing import Any, Literal, TypeAlias
 
 from agentcore_fsm.core.approval import ApprovalRequest
 from agentcore_fsm.core.config import AgentContext
-from agentcore_fsm.core.messages import Model, ToolCall
+from agentcore_fsm.core.messages import AssistantMessage, Model, ToolCall
+from agentcore_fsm.core.output import OutputSpec
 from agentcore_fsm.core.tools import AgentTool
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "HookName",
     "HookReturned",
     "Input",
+    "OutputChecked",
     "PollFollowUp",
     "PollSteering",
     "PrepareArguments",
@@ -49,6 +51,7 @@ __all__ = [
     "StreamExhausted",
     "ToolFinished",
     "ToolUpdated",
+    "ValidateOutput",
 ]
 
 HookName: TypeAlias = Literal[
@@ -143,6 +146,17 @@ class Proceed:
     abort or a raising ``emit`` during the turn's closing events still counts."""
 
 
+@dataclass(slots=True)
+class ValidateOutput:
+    """Validate the structured output ``message`` gives (``spec.parse``, then the spec's
+    validators, in order); answer with :class:`OutputChecked`: the value as JSON data, or the
+    problem the model is sent back with (an invalid answer, a validator's ``ModelRetry``). A
+    validator that raises anything else is a :class:`Fail`."""
+
+    message: AssistantMessage
+    spec: OutputSpec
+
+
 Effect: TypeAlias = (
     PollSteering
     | PollFollowUp
@@ -153,6 +167,7 @@ Effect: TypeAlias = (
     | AwaitApproval
     | ExecuteTool
     | Proceed
+    | ValidateOutput
 )
 
 # --- inputs: what the machine is fed --------------------------------------------------------
@@ -280,6 +295,16 @@ class Fail:
     aborted: bool = False
 
 
+@dataclass(slots=True, frozen=True)
+class OutputChecked:
+    """The model's structured answer was validated (answers :class:`ValidateOutput`): ``value``
+    is the output as JSON data when ``error`` is None; otherwise ``error`` is the problem, the
+    text the model is sent back with."""
+
+    value: Any = None
+    error: str | None = None
+
+
 Input: TypeAlias = (
     Start
     | SteeringPolled
@@ -296,6 +321,7 @@ Input: TypeAlias = (
     | Proceeded
     | Abort
     | Fail
+    | OutputChecked
 )
 
 

@@ -88,9 +88,11 @@ from agentcore_fsm.core.protocol import (
     StreamExhausted,
     ToolFinished,
     ToolUpdated,
+    ValidateOutput,
 )
 from agentcore_fsm.runtime.approvals import Undecided
 from agentcore_fsm.runtime.observer import RunWatch
+from agentcore_fsm.runtime.output_run import check_output
 from agentcore_fsm.runtime.recording import JournalWriteError, Recorder
 from agentcore_fsm.runtime.task_runs import TaskFn, TaskRunner, call
 from agentcore_fsm.runtime.tasks import ToolTasks, on_trio
@@ -457,6 +459,10 @@ class Driver:
                     messages = await call(self.config.get_follow_up_messages)
                     self._scope = None
                     return feed(FollowUpPolled(messages, self._halt))
+                if isinstance(main, ValidateOutput):  # structured output (runtime/output_run.py)
+                    checked = await check_output(main)
+                    self._scope = None
+                    return Step() if self._halt else feed(checked)
                 if isinstance(main, CheckApproval):
                     try:
                         check: Any = main.tool.requires_approval
@@ -533,9 +539,10 @@ class Driver:
                     api_key=api_key,
                     reasoning=effect.reasoning,  # type: ignore[arg-type]
                 )
-                llm_context = LlmContext(
-                    effect.context.system_prompt, llm_messages, effect.context.tools
-                )
+                tools, spec = effect.context.tools, config.output
+                if spec is not None and spec.uses_tool:  # structured output: its final tool
+                    tools = [*tools, spec.final_tool]
+                llm_context = LlmContext(effect.context.system_prompt, llm_messages, tools, spec)
                 stream = self.stream_fn(effect.model, llm_context, options)
                 if inspect.isawaitable(stream):
                     stream = await stream

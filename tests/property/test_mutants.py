@@ -91,21 +91,21 @@ LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 # entering `closing_turn` asks for `proceed`, one more round trip that leads where the
 # original went when should_stop_after_turn is not configured.
 EQUIVALENT = {
-    "retarget #29:model_finished:streaming -> executing": "tools_settled [calls_remain] "
+    "retarget #30:model_finished:streaming -> executing": "tools_settled [calls_remain] "
     "returns to preparing_tools at once and the calls begin there",
-    "retarget #42:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
+    "retarget #43:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
     "proceed before awaiting_steering, where the original goes directly",
     # Calls begin only in preparing_tools (may_begin), so `begin_calls` emitted elsewhere
     # begins none; entering awaiting_approval offers its automatic `approvals_settled`, whose
     # [calls_remain, not approvals_pending] transition sends a batch with calls still to
     # begin (and none running, ready or waiting) back to preparing_tools, where they begin.
-    "retarget #29:model_finished:streaming -> awaiting_approval": "approvals_settled "
+    "retarget #30:model_finished:streaming -> awaiting_approval": "approvals_settled "
     "[calls_remain] returns to preparing_tools at once (no call has begun: none is ready, "
     "answered or waiting) and the calls begin there",
-    "retarget #37:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
+    "retarget #38:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
     "holds only in a sequential batch between two calls (none ready or waiting), so "
     "approvals_settled returns to preparing_tools at once and the next call begins there",
-    "retarget #36:approvals_settled:awaiting_approval -> executing": "the mirror image: "
+    "retarget #37:approvals_settled:awaiting_approval -> executing": "the mirror image: "
     "tools_settled [calls_remain] returns to preparing_tools at once and the next call begins "
     "there",
 }
