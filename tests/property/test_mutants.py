@@ -33,6 +33,9 @@ from typing import Any
 import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
+from prop_output import STEPPED_BANK
+from prop_output import run_stepped as run_output_case
+from prop_output import verify as verify_output
 from prop_scenarios import verify
 from prop_sync_driver import SyncDriver, run_sync
 from prop_tool_calls import CALL_BANK, Runaway, run_case, use_call_declaration, watch_calls
@@ -175,7 +178,17 @@ def kill(decl: Declaration) -> str | None:
 
         return run
 
-    return _first_failure({name: scenario(name) for name in healthy_scenarios()})
+    def output_case(name: str) -> Callable[[], None]:  # structured output (prop_output)
+        def run() -> None:
+            case = STEPPED_BANK[name]
+            events, messages = run_output_case(case, decl)
+            verify_output(case, events, messages)
+
+        return run
+
+    runs = {name: scenario(name) for name in healthy_scenarios()}
+    runs |= {f"output {name}": output_case(name) for name in STEPPED_BANK}
+    return _first_failure(runs)
 
 
 def _sync_with_calls_on(name: str, decl: Declaration) -> Callable[[], None]:
