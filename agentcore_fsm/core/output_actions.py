@@ -57,6 +57,9 @@ class OutputActions:
     def append_message(self, message: AgentMessage) -> None:  # pragma: no cover
         raise NotImplementedError
 
+    def _emit_failure_turn(self) -> None:  # pragma: no cover - the loop's
+        raise NotImplementedError
+
     def _init_output(self) -> None:
         self.output: Any = None
         self.output_problem: str | None = None
@@ -146,8 +149,9 @@ class OutputActions:
         if text is not None:
             self.append_message(UserMessage(content=text, timestamp=self.clock()))
 
-    def _emit_output_failed(self) -> None:
+    def _emit_output_failure_turn(self) -> None:
         tries = self.output_retries_used + 1
         self._failure = OutputError(
             f"No valid output after {tries} answer{'s' if tries > 1 else ''}: {self.output_problem}"
         )
+        self._emit_failure_turn()

@@ -130,7 +130,7 @@ def expected(case: OutputCase) -> Expected:
                     roles.append(("toolResult", "lookup", ABORTED))
                 roles.append(("toolResult", "final_result", ABORTED))
             if cut == "fail":
-                roles.append(("assistant", "error"))
+                roles.append(("assistant", "error", "validator boom"))
             if cut == "fail_aborted":  # the failure message is marked aborted
                 roles.append(("assistant",))
             return Expected(roles, "error" if cut == "fail" else "aborted", None)
@@ -143,7 +143,8 @@ def expected(case: OutputCase) -> Expected:
                 roles, "completed", {"name": "last" if last else f"n{i}", "score": 2 * i}
             )
         if i >= case.retries:
-            roles.append(("assistant", "error"))
+            tries = f"answer{'s' if i else ''}"
+            roles.append(("assistant", "error", f"No valid output after {i + 1} {tries}"))
             return Expected(roles, "error", None)
         if not uses_call:
             roles.append(("user",))
@@ -152,7 +153,9 @@ def expected(case: OutputCase) -> Expected:
 
 def _describe(message: Any) -> tuple[str, ...]:
     if message.role == "assistant":
-        return ("assistant", "error") if message.stop_reason == "error" else ("assistant",)
+        if message.stop_reason == "error":  # a failure: why, by the first words of its text
+            return ("assistant", "error", (message.error_message or "").split(":")[0])
+        return ("assistant",)
     if message.role == "toolResult":
         text = message.content[0].text
         if message.is_error and text not in (ABORTED,) and not text.startswith("Tool call"):
