@@ -324,12 +324,15 @@ async def run_agent_loop_continue(
     """Continue from ``context`` as it is (no prompts). Raises ``ValueError`` before emitting
     anything when the transcript is empty or ends with an assistant message. ``store``,
     ``run_id``, ``session_id``, ``instrument``, ``observers`` and ``deps`` as for
-    :func:`run_agent_loop`."""
+    :func:`run_agent_loop`; a ``config.output`` too (the result is then a ``RunOutput``)."""
     fn = resolve_stream_fn(stream_fn)
     _check_continue(context)
     chosen = select_observers(instrument, observers)
+    out = output_run(config, emit, None, None, None, ())  # config.output: docs/output.md
+    if out is not None:
+        config, emit = out.config, out.emit
     with bind_run(deps) as scope:
-        return await _start(
+        messages = await _start(
             [],
             context,
             config,
@@ -343,6 +346,7 @@ async def run_agent_loop_continue(
             run_id,
             session_id,
         )
+    return messages if out is None else out.result(messages)
 
 
 async def _start(

@@ -210,3 +210,16 @@ def test_the_sync_facade_takes_an_output_type() -> None:
     agent = Agent(model=MODEL, stream_fn=FauxProvider([answer({"x": 4, "y": 5})]))
     result = agent.prompt_sync("where?", output_type=Point)
     assert result.output == Point(x=4, y=5)
+
+
+async def test_a_continued_run_takes_the_output_of_its_config() -> None:
+    from agentcore_fsm import UserMessage, run_agent_loop_continue
+
+    config = AgentLoopConfig(model=MODEL, output=output_spec(Point))
+    result = await run_agent_loop_continue(
+        AgentContext(messages=[UserMessage(content="where?")]),
+        config,
+        stream_fn=FauxProvider([answer({"x": 0, "y": 1})]),
+    )
+    assert result.output == Point(x=0, y=1)
+    assert config.output is not None and config.output.mode is None  # the caller's, unchanged
