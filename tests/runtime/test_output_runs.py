@@ -223,3 +223,27 @@ async def test_a_continued_run_takes_the_output_of_its_config() -> None:
     )
     assert result.output == Point(x=0, y=1)
     assert config.output is not None and config.output.mode is None  # the caller's, unchanged
+
+
+async def test_replaying_a_run_with_an_output_type_is_refused_clearly(tmp_path: Any) -> None:
+    from agentcore_fsm.devtools.replay import replay_run
+    from agentcore_fsm.devtools.replay_world import ReplayError
+    from agentcore_fsm.persist.recorder import RunRecorder, load_run
+
+    path = tmp_path / "run.jsonl"
+    with RunRecorder(path) as recorder:
+        await run_agent_loop(
+            ["where?"],
+            AgentContext(),
+            AgentLoopConfig(model=MODEL),
+            recorder,
+            stream_fn=FauxProvider([answer({"x": 1, "y": 2})]),
+            output_type=Point,
+            store=recorder.store,
+            run_id="r1",
+            on_transition=recorder,
+        )
+    run = load_run(path)
+    assert run.events[-1].output == {"x": 1, "y": 2}  # derived from the inputs
+    with pytest.raises(ReplayError, match="has an output type"):
+        await replay_run(path)
