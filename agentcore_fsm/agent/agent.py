@@ -583,11 +583,14 @@ class Agent:
         self,
         input: str | AgentMessage | Sequence[AgentMessage],
         images: Sequence[ImageContent] | None = None,
+        output_type: Any = None,
     ) -> list[AgentMessage]:
         """Run the loop with a prompt: a text (with optional images), one message or a list
         of messages. Returns the messages the run created, once the run and every listener
         (those of ``agent_end`` included) have finished. A failure inside the run does not
-        raise: it ends the run as data and ``state.error_message`` holds its message.
+        raise: it ends the run as data and ``state.error_message`` holds its message. With an
+        ``output_type`` (a type, or an ``output_spec(...)``) the run must end with a validated
+        value of it, returned as a ``RunOutput`` (``.output``; docs/output.md).
 
         Raises :class:`AgentBusyError` while a run is active, and the ``ValueError`` of the
         loop when there is no stream function, before anything happens."""
@@ -596,7 +599,7 @@ class Agent:
         self._check_not_interrupted()
         prompts = as_prompts(input, images)
         fn = self._stream_fn()
-        return await self._run(prompts, fn)
+        return await self._run(prompts, fn, output=output_type)
 
     async def continue_(self) -> list[AgentMessage]:
         """Continue from the transcript as it is.
@@ -642,6 +645,7 @@ class Agent:
         self,
         input: str | AgentMessage | Sequence[AgentMessage],
         images: Sequence[ImageContent] | None = None,
+        output_type: Any = None,
     ) -> list[AgentMessage]:
         """:meth:`prompt` for scripts and notebooks without a running event loop: runs it on
         trio and returns its result. Listeners, tools and the stream function then run on trio
@@ -650,7 +654,7 @@ class Agent:
         check_no_running_loop("prompt_sync", "await agent.prompt(...)")
         import trio
 
-        return trio.run(self.prompt, input, images)
+        return trio.run(functools.partial(self.prompt, input, images, output_type))
 
     def continue_sync(self) -> list[AgentMessage]:
         """:meth:`continue_` run on trio, like :meth:`prompt_sync`."""
@@ -703,6 +707,7 @@ class Agent:
         skip_initial_steering: bool = False,
         resume: str | None = None,
         decide: Callable[[], tuple[list[AgentMessage] | None, bool]] | None = None,
+        output: Any = None,
     ) -> list[AgentMessage]:
         """One run. ``decide``: called once the session is held, it gives the prompts and
         ``skip_initial_steering`` (a raise refuses the run, the session given back)."""
@@ -757,7 +762,7 @@ class Agent:
             run = (
                 run_agent_loop_continue
                 if prompts is None
-                else functools.partial(run_agent_loop, prompts)
+                else functools.partial(run_agent_loop, prompts, output_type=output)
             )
             return await run(
                 context,

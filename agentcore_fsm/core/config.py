@@ -25,6 +25,7 @@ from agentcore_fsm.core.messages import (
     ThinkingLevel,
     ToolResultMessage,
 )
+from agentcore_fsm.core.output import OutputSpec
 from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
 
 if TYPE_CHECKING:
@@ -110,6 +111,10 @@ class LlmContext:
     system_prompt: str
     messages: list[Message]
     tools: list[AgentTool]
+    output: OutputSpec | None = None
+    """The structured output asked for, with its mode resolved (docs/output.md): in modes
+    ``tool`` and ``forced_tool`` its final tool is already among ``tools``; a provider reads
+    ``output.mode`` to force that tool or to ask for JSON of ``output.parameters``."""
 
 
 _MODEL_CALL_CHECKS: dict[str, checks.Check] = {
@@ -263,6 +268,7 @@ class AgentLoopConfig(ModelCallOptions):
         "get_follow_up_messages": checks.callable_or_none,
         "decide_approval": checks.callable_or_none,
         "approval_timeout_s": checks.duration_or_none,
+        "output": checks.instance_or_none(OutputSpec, "an OutputSpec (see output_spec)"),
     }
 
     model: Model
@@ -286,6 +292,9 @@ class AgentLoopConfig(ModelCallOptions):
     docs/reference.md#approval-of-tool-calls."""
     approval_timeout_s: float | None = None
     """Deny a call whose decision has not come within this many seconds (None: wait)."""
+    output: OutputSpec | None = None
+    """The structured output the run must end with (docs/output.md): made by
+    :func:`~agentcore_fsm.core.output.output_spec`, or by ``run_agent_loop(output_type=...)``."""
 
 
 AssistantFinal: TypeAlias = AssistantMessage

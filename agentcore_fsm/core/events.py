@@ -49,6 +49,7 @@ __all__ = [
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
+    "OutputPartialEvent",
     "StreamDone",
     "StreamError",
     "StreamStart",
@@ -76,6 +77,12 @@ _CONFIG = ConfigDict(
     arbitrary_types_allowed=True,
 )
 _ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 E = TypeVar("E", bound="EventData")
 
 
@@ -280,6 +287,22 @@ class AgentEndEvent(EventData):
     type: Literal["agent_end"] = "agent_end"
     messages: list[AgentMessageField] = field(default_factory=list)
     reason: AgentEndReason = "completed"
+    output: Annotated[Any, Field(exclude_if=_is_none)] = None
+    """A run with an output type (docs/output.md) that ended with a valid answer: the output
+    as JSON data (pydantic's JSON mode: models as dicts, dates as ISO text ...); None
+    otherwise, and then left out of the event's dump (a run without an output type has the
+    same wire form as before). The typed value is on the run's result."""
+
+
+@dataclass(slots=True, kw_only=True)
+class OutputPartialEvent(EventData):
+    """While the model streams a structured answer (a run with an output type and a listener):
+    the output so far, validated as far as it goes, as JSON data (docs/output.md). Comes right
+    after the ``message_update`` that changed it; the last one of a valid answer equals the
+    output that ``agent_end`` carries."""
+
+    type: Literal["output_partial"] = "output_partial"
+    output: Any = None
 
 
 @dataclass(slots=True, kw_only=True, repr=False, eq=False)
@@ -403,7 +426,8 @@ AgentEvent: TypeAlias = Annotated[
     | ToolExecutionUpdateEvent
     | ToolExecutionEndEvent
     | ApprovalRequestedEvent
-    | ApprovalDecidedEvent,
+    | ApprovalDecidedEvent
+    | OutputPartialEvent,
     Field(discriminator="type"),
 ]
 """An agent event, any type: what the loop emits."""

@@ -35,6 +35,7 @@ from agentcore_fsm.core.messages import (
     TextContent,
     ToolResultMessage,
 )
+from agentcore_fsm.core.output_actions import OutputActions
 from agentcore_fsm.core.protocol import (
     CallHook,
     CallModel,
@@ -74,9 +75,11 @@ class LoopVars:
     parallel: bool
     deferred_calls: list[int]
     outcome: str | None
+    output_problem: str | None
+    output_retries_used: int
 
 
-class LoopActions(DeclaredMachine):
+class LoopActions(OutputActions, DeclaredMachine):
     """The loop machine's data, its readings and its declared guards, emit actions and effects
     (the base of :class:`~agentcore_fsm.core.machine.LoopMachine`; not run on its own)."""
 
@@ -101,6 +104,13 @@ class LoopActions(DeclaredMachine):
             "_failure",
             "_out",
             "_effects",
+            # the time of the input being handled
+            "now",
+            # structured output's data: the valid output, the answer's result messages, the
+            # problem text a retry sends (its path is decided by declared variables)
+            "output",
+            "_output_results",
+            "_retry_text",
         }
     )
 
@@ -141,6 +151,7 @@ class LoopActions(DeclaredMachine):
         self._partial: AssistantMessage | None = None
         self._final: AssistantMessage | None = None
         self._calls: list[ToolCallMachine] = []
+        self._init_output()  # structured output (core/output_actions.py)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -448,7 +459,11 @@ class LoopActions(DeclaredMachine):
         assert spec is not None and spec.reason is not None
         self.set_var("agent_end", "outcome", spec.reason)
         self._out.append(
-            AgentEndEvent(messages=list(self.new_messages), reason=spec.reason)  # type: ignore[arg-type]
+            AgentEndEvent(
+                messages=list(self.new_messages),
+                reason=spec.reason,  # type: ignore[arg-type]
+                output=self.output,
+            )
         )
 
     # --- effects (named in the declaration's states) ----------------------------------------

@@ -77,6 +77,7 @@ from agentcore_fsm.core.protocol import (
     HookName,
     HookReturned,
     Input,
+    OutputChecked,
     PollFollowUp,
     PollSteering,
     PrepareArguments,
@@ -551,6 +552,20 @@ class LoopMachine(LoopActions):
         self._check("fail")
         return self._failed(input.error, input.aborted)
 
+    def _on_output_checked(self, input: OutputChecked) -> Step:
+        self._check("output_checked")
+        error = input.error
+        if error is not None and not isinstance(error, str):
+            raise self._bad_input(
+                "output_checked",
+                f"output_checked: error must be a str or None, not {describe_value(error)}",
+            )
+        self.set_var("output_checked", "output_problem", error)
+        if error is None:
+            self.output = input.value
+        self.fire("output_checked")
+        return self._take_step()
+
     def _failed(self, error: BaseException, aborted: bool = False) -> Step:
         self._failure = error
         if aborted:
@@ -626,4 +641,5 @@ class LoopMachine(LoopActions):
         Proceeded: _on_proceeded,
         Abort: _on_abort,
         Fail: _on_fail,
+        OutputChecked: _on_output_checked,
     }

@@ -34,7 +34,8 @@ from agentcore_fsm.core.approval import ApprovalRequest
 from agentcore_fsm.core.config import AgentContext
 from agentcore_fsm.core.data import Data, Value
 from agentcore_fsm.core.declared import TransitionRecord
-from agentcore_fsm.core.messages import Model, ToolCall
+from agentcore_fsm.core.messages import AssistantMessage, Model, ToolCall
+from agentcore_fsm.core.output import OutputSpec
 from agentcore_fsm.core.tools import AgentTool
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "HookName",
     "HookReturned",
     "Input",
+    "OutputChecked",
     "PollFollowUp",
     "PollSteering",
     "PrepareArguments",
@@ -68,6 +70,7 @@ __all__ = [
     "Suspend",
     "ToolFinished",
     "ToolUpdated",
+    "ValidateOutput",
 ]
 
 HookName: TypeAlias = Literal[
@@ -173,6 +176,17 @@ class Suspend:
     requests: list[ApprovalRequest]
 
 
+@dataclass(slots=True)
+class ValidateOutput:
+    """Validate the structured output ``message`` gives (``spec.parse``, then the spec's
+    validators, in order); answer with :class:`OutputChecked`: the value as JSON data, or the
+    problem the model is sent back with (an invalid answer, a validator's ``ModelRetry``). A
+    validator that raises anything else is a :class:`Fail`."""
+
+    message: AssistantMessage
+    spec: OutputSpec
+
+
 Effect: TypeAlias = (
     PollSteering
     | PollFollowUp
@@ -184,6 +198,7 @@ Effect: TypeAlias = (
     | ExecuteTool
     | Proceed
     | Suspend
+    | ValidateOutput
 )
 
 # --- inputs: what the machine is fed --------------------------------------------------------
@@ -340,6 +355,17 @@ class Fail(Value):
     timestamp: int = field(default=0, kw_only=True)
 
 
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class OutputChecked(Value):
+    """The model's structured answer was validated (answers :class:`ValidateOutput`): ``value``
+    is the output as JSON data when ``error`` is None; otherwise ``error`` is the problem, the
+    text the model is sent back with."""
+
+    value: Any = None
+    error: str | None = None
+    timestamp: int = field(default=0, kw_only=True)
+
+
 Input: TypeAlias = (
     Start
     | SteeringPolled
@@ -357,6 +383,7 @@ Input: TypeAlias = (
     | Proceeded
     | Abort
     | Fail
+    | OutputChecked
 )
 
 

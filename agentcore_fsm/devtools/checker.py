@@ -133,7 +133,11 @@ class GrammarChecker:
             return
         if i == 1 and kind != "turn_start":
             raise self._fail("R1.turn_start_second", f"the second event is {kind}")
-        if self._open is not None and kind not in ("message_update", "message_end"):
+        if self._open is not None and kind not in (
+            "message_update",
+            "message_end",
+            "output_partial",
+        ):
             opened = f"{event_line(self.events[self._open[0]])} (#{self._open[0]})"
             if kind == "message_start":
                 raise self._fail("R3.nested_message", f"message_start while {opened} is open")
@@ -330,6 +334,11 @@ class GrammarChecker:
         if self._open is None or role_of(self._open[1]) != "assistant":
             raise self._fail("R3.update_outside", "message_update outside an assistant message")
 
+    def _on_output_partial(self, event: Any) -> None:
+        self._need_turn("output_partial")
+        if self._open is None or role_of(self._open[1]) != "assistant":
+            raise self._fail("R3.partial_outside", "output_partial outside an assistant message")
+
     def _on_message_end(self, event: Any) -> None:
         turn = self._need_turn("message_end")
         message = event.message
@@ -469,6 +478,7 @@ class GrammarChecker:
         "turn_end": _on_turn_end,
         "message_start": _on_message_start,
         "message_update": _on_message_update,
+        "output_partial": _on_output_partial,
         "message_end": _on_message_end,
         "tool_execution_start": _on_tool_start,
         "tool_execution_update": _on_tool_update,

@@ -110,7 +110,13 @@ RULES: dict[str, str] = {
     # rule 3
     "R3.nested_message": "no message_start while another message is open",
     "R3.end_unopened": "every message_end closes the open message_start (same role/message)",
-    "R3.interleaved": "only message_update may come between a message_start and its message_end",
+    "R3.interleaved": (
+        "only message_update (and output_partial) may come between a message_start and its "
+        "message_end"
+    ),
+    "R3.partial_outside": (
+        "output_partial only while an assistant message streams (docs/output.md)"
+    ),
     "R3.update_outside": "message_update only between an assistant message's start and end",
     "R3.unclosed_message": "every message_start is followed by its message_end",
     "R3.not_a_message": (

@@ -367,7 +367,13 @@ class _Builder:
         tool_calls = self._tool_calls(bounds)
         mode, specs = self._tool_specs(tool_calls, bounds)
         headers = self._headers(len(starts))
-        for script, header in zip(runs, headers, strict=True):
+        for number, (script, header) in enumerate(zip(runs, headers, strict=True), 1):
+            if header and "output" in header:  # docs/output.md#the-record-of-such-a-run
+                raise ReplayError(
+                    f"run {number} has an output type (structured output): its validations are "
+                    f"recorded, but replaying such a run is not supported yet (derive it "
+                    f"instead: agentcore_fsm.persist.journal.derive_run)"
+                )
             recorded = header.get("tool_execution") if header else None
             script.tool_execution = recorded if recorded in ("parallel", "sequential") else mode
         if not any(e.type == "message_update" for e in self.events) and any(

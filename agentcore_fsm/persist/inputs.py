@@ -40,6 +40,7 @@ from agentcore_fsm.core.protocol import (
     HookFailed,
     HookReturned,
     Input,
+    OutputChecked,
     Proceeded,
     Start,
     SteeringPolled,
@@ -84,6 +85,7 @@ ENTRY_KINDS: dict[str, frozenset[str]] = {
     "hook_failed": frozenset({"name", "index", "error", "args"}),
     "tool_finished": frozenset({"index", "result", "aborted"}),
     "proceeded": frozenset(),
+    "output_checked": frozenset({"value", "error"}),
     "abort": frozenset({"partial"}),
     "fail": frozenset({"error", "aborted", "partial"}),
 }
@@ -183,6 +185,10 @@ def encode_input(
             "error": exc_text(item.error),
             **_args_of(machine, item.name, item.index),
         }
+    if isinstance(item, OutputChecked):  # structured output: the answer's value or problem
+        if item.error is not None:
+            return {"input": "output_checked", "error": item.error}
+        return {"input": "output_checked", "value": json_data(item.value)}
     if isinstance(item, Abort):
         return _with_partial({"input": "abort"}, partial)
     if isinstance(item, Fail):
@@ -293,6 +299,12 @@ def _input(
         return Start()
     if kind == "proceeded":
         return Proceeded()
+    if kind == "output_checked":
+        if "error" in entry:
+            return OutputChecked(error=need(entry, "error", str, what))
+        if "value" not in entry:
+            raise RecordError(f"{what} has neither 'value' nor 'error'")
+        return OutputChecked(value=entry["value"])
     if kind == "abort":
         return Abort()
     if kind == "stream_exhausted":

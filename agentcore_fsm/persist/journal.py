@@ -38,6 +38,7 @@ from agentcore_fsm.core.declaration import Declaration, load_declaration
 from agentcore_fsm.core.declared import MachineError
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import Model, ThinkingLevel
+from agentcore_fsm.core.output import OutputSpec
 from agentcore_fsm.core.protocol import Effect, Input, Step
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.persist.codec import (
@@ -56,6 +57,7 @@ from agentcore_fsm.persist.codec import (
     tools_by_name,
 )
 from agentcore_fsm.persist.inputs import decode_entry, encode_input, partial_of
+from agentcore_fsm.persist.output_record import encode_output, output_for_restore, read_output
 
 __all__ = [
     "JOURNAL_FORMAT",
@@ -113,6 +115,7 @@ _HEADER_FIELDS = frozenset(
         "tool_execution",
         "hooks",
         "continuing",
+        "output",  # a run with an output type only (persist/output_record.py)
     }
 )
 _LEVELS = frozenset(get_args(ThinkingLevel))
@@ -226,6 +229,7 @@ class RunHeader:
     tool_execution: Any
     hooks: list[str]
     continuing: bool
+    output: OutputSpec | None = None
 
 
 def read_header(header: Any, tools: ToolResolver) -> RunHeader:
@@ -272,6 +276,7 @@ def read_header(header: Any, tools: ToolResolver) -> RunHeader:
         mode,
         list(hooks),
         need(header, "continuing", bool, what),
+        read_output(header),
     )
 
 
@@ -319,6 +324,9 @@ class JournaledLoopMachine(LoopMachine):
                     "continuing": continuing,
                 }
             )
+            output = encode_output(config.output)
+            if output is not None:
+                self.header["output"] = output
         except RecordError as exc:
             raise JournalError(f"the run cannot be recorded: {exc}") from None
 
@@ -417,8 +425,16 @@ def _restore(
             f"config given "
             f"has {hooks or 'none'}: give the same ones to resume it"
         )
+    try:
+        output = output_for_restore(config.output, header.output, where)
+    except ValueError as exc:
+        raise JournalError(str(exc), run_id=run_id) from None
     config = dataclasses.replace(
-        config, model=header.model, reasoning=header.reasoning, tool_execution=header.tool_execution
+        config,
+        model=header.model,
+        reasoning=header.reasoning,
+        tool_execution=header.tool_execution,
+        output=output,
     )
     try:
         machine = cls(

@@ -27,10 +27,12 @@ from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import AgentMessage, now_ms
+from agentcore_fsm.core.output import OutputMode, OutputValidator
 from agentcore_fsm.core.protocol import Step
 from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.runtime.engine import Driver, Emit
 from agentcore_fsm.runtime.observer import RunObserver, RunStart, RunWatch, select_observers
+from agentcore_fsm.runtime.output_run import output_run
 from agentcore_fsm.runtime.recording import Journaled, Recorder
 
 if TYPE_CHECKING:
@@ -280,6 +282,10 @@ async def run_agent_loop(
     instrument: bool | RunObserver | None = None,
     observers: Sequence[RunObserver] | None = None,
     deps: Any = None,
+    output_type: Any = None,
+    output_mode: OutputMode | None = None,
+    output_retries: int | None = None,
+    output_validators: Sequence[OutputValidator] = (),
 ) -> list[AgentMessage]:
     """Run the loop with ``prompts`` appended to (a copy of) ``context``; return the messages
     the run created. ``emit(event)`` (sync or async) is awaited for every event, in order.
@@ -298,11 +304,21 @@ async def run_agent_loop(
 
     ``deps``: the run's dependencies object, which its tools and hooks reach (a function
     tool's ``RunContext.deps``, or ``current_run().deps``; see docs/tools.md).
+
+    ``output_type`` (or ``config.output``): the run must end with a validated value of that
+    type, asked for in ``output_mode`` (default: by the model's api), sent back to the model
+    with the problem up to ``output_retries`` times (default 1), checked by
+    ``output_validators`` too; the run then returns a
+    :class:`~agentcore_fsm.runtime.output_run.RunOutput` (the messages, and ``.output``). See
+    docs/output.md.
     """
     fn = resolve_stream_fn(stream_fn)
     chosen = select_observers(instrument, observers)
+    out = output_run(config, emit, output_type, output_mode, output_retries, output_validators)
+    if out is not None:
+        config, emit = out.config, out.emit
     with bind_run(deps) as scope:  # deps and usage so far, for tools and hooks
-        return await _start(
+        messages = await _start(
             as_prompts(prompts),
             context,
             config,
@@ -316,6 +332,7 @@ async def run_agent_loop(
             run_id,
             session_id,
         )
+    return messages if out is None else out.result(messages)
 
 
 async def run_agent_loop_continue(
@@ -336,12 +353,15 @@ async def run_agent_loop_continue(
     """Continue from ``context`` as it is (no prompts). Raises ``ValueError`` before emitting
     anything when the transcript is empty or ends with an assistant message. ``store``,
     ``run_id``, ``session_id``, ``instrument``, ``observers`` and ``deps`` as for
-    :func:`run_agent_loop`."""
+    :func:`run_agent_loop`; a ``config.output`` too (the result is then a ``RunOutput``)."""
     fn = resolve_stream_fn(stream_fn)
     _check_continue(context)
     chosen = select_observers(instrument, observers)
+    out = output_run(config, emit, None, None, None, ())  # config.output: docs/output.md
+    if out is not None:
+        config, emit = out.config, out.emit
     with bind_run(deps) as scope:
-        return await _start(
+        messages = await _start(
             [],
             context,
             config,
@@ -355,6 +375,7 @@ async def run_agent_loop_continue(
             run_id,
             session_id,
         )
+    return messages if out is None else out.result(messages)
 
 
 def _start(

@@ -90,8 +90,10 @@ from agentcore_fsm.core.protocol import (
     Suspend,
     ToolFinished,
     ToolUpdated,
+    ValidateOutput,
 )
 from agentcore_fsm.runtime.observer import RunWatch
+from agentcore_fsm.runtime.output_run import check_output
 from agentcore_fsm.runtime.recording import JournalWriteError, Recorder
 from agentcore_fsm.runtime.task_runs import TaskFn, TaskRunner, call
 from agentcore_fsm.runtime.tasks import ToolTasks, awaitable, cancelled_class, scope_class
@@ -541,6 +543,10 @@ class Driver:
                     messages = await call(self.config.get_follow_up_messages)
                     self._scope = None
                     return feed(FollowUpPolled(messages, self._halt, timestamp=now()))
+                if isinstance(main, ValidateOutput):  # structured output (runtime/output_run.py)
+                    checked = await check_output(main, now)
+                    self._scope = None
+                    return Step() if self._halt else feed(checked)
                 if isinstance(main, CheckApproval):
                     try:
                         check: Any = main.tool.requires_approval
@@ -620,9 +626,10 @@ class Driver:
                     api_key=api_key,
                     reasoning=effect.reasoning,  # type: ignore[arg-type]
                 )
-                llm_context = LlmContext(
-                    effect.context.system_prompt, llm_messages, effect.context.tools
-                )
+                tools, spec = effect.context.tools, config.output
+                if spec is not None and spec.uses_tool:  # structured output: its final tool
+                    tools = [*tools, spec.final_tool]
+                llm_context = LlmContext(effect.context.system_prompt, llm_messages, tools, spec)
                 stream = self.stream_fn(effect.model, llm_context, options)
                 if awaitable(stream):
                     stream = await stream

@@ -40,6 +40,7 @@ from agentcore_fsm.core.events import (
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
+    OutputPartialEvent,
     TextDelta,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
@@ -293,6 +294,16 @@ def case_update_outside() -> tuple[list[Any], Any, None]:
 
 def case_update_in_user_message() -> tuple[list[Any], Any, None]:
     extra = update(A1)
+    return insert(good_events(), 3, extra), extra, None
+
+
+def case_partial_outside() -> tuple[list[Any], Any, None]:
+    extra = OutputPartialEvent(output={"x": 1})
+    return insert(good_events(), 7, extra), extra, None
+
+
+def case_partial_in_user_message() -> tuple[list[Any], Any, None]:
+    extra = OutputPartialEvent(output={"x": 1})
     return insert(good_events(), 3, extra), extra, None
 
 
@@ -601,6 +612,7 @@ EVENT_CASES: dict[str, list[Case]] = {
     "R3.end_unopened": [case_end_unopened, case_end_other_message, case_end_other_role],
     "R3.interleaved": [case_interleaved],
     "R3.update_outside": [case_update_outside, case_update_in_user_message],
+    "R3.partial_outside": [case_partial_outside, case_partial_in_user_message],
     "R3.unclosed_message": [case_unclosed_message, case_unclosed_message_at_the_end],
     "R3.not_a_message": [
         case_string_message,

@@ -5,8 +5,9 @@ with a warning, anything else is refused with its line (and column, for a JSON e
 
 tests/fixtures/record_v1.jsonl was written by the release before the run's record was in the
 recording (events and transitions only), record_v2.jsonl by the next one, and
-record_v2_turn_order.jsonl by the release that changed the turn-end order (make_records.py writes
-them): every later release must read them all. A run recorded with other machines (another
+record_v2_turn_order.jsonl by the release that changed the turn-end order, record_v2_output.jsonl
+by the release that declared structured output (make_records.py writes them): every later release
+must read them all. A run recorded with other machines (another
 declaration hash) is read as recorded, never fed again."""
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ async def test_a_damaged_input_line_is_refused_naming_its_line_and_entry(tmp_pat
 def test_a_torn_last_line_is_skipped_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    text = (FIXTURES / "record_v2_turn_order.jsonl").read_text(encoding="utf-8")
+    text = (FIXTURES / "record_v2_output.jsonl").read_text(encoding="utf-8")
     lines = text.splitlines()
     torn = tmp_path / "torn.jsonl"
     torn.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:25], encoding="utf-8")
@@ -219,10 +220,27 @@ def test_a_recording_of_inputs_only_from_other_machines_is_refused(tmp_path: Pat
         load_run(path)
 
 
-def test_the_turn_order_fixture_reads_and_derives(tmp_path: Path) -> None:
-    """record_v2_turn_order.jsonl: written by the release of this declaration (make_records.py);
-    a later release that changes the machines moves it to the test above and writes its own."""
+def test_the_turn_order_fixture_reads_as_recorded() -> None:
+    """record_v2_turn_order.jsonl was written before the structured-output state
+    (validating_output, docs/output.md) changed the loop's declaration: read as recorded, with
+    a warning naming both hashes; its inputs are never fed to this machine."""
     path = FIXTURES / "record_v2_turn_order.jsonl"
+    run = load_run(path)
+    _reads_as_written(run)
+    (warning,) = run.warnings
+    assert "declaration hash d03f54f6d78a4c9e" in warning and "read as recorded" in warning
+    steering = [e.message for e in run.events if e.type == "message_end"][4]
+    assert steering.content[0].text == "also: be brief \ud83d\ude00"  # two code points, kept
+    with pytest.raises(JournalError, match="declaration 'agent_loop' \\(hash d03f54f6d78a4c9e\\)"):
+        derive_run(run.records[0].snapshot(), run_id="run-1")
+    _, view = view_of_recording(path)
+    assert view.outcome == "completed" and len(view.path) == len(run.transitions)
+
+
+def test_this_release_fixture_reads_and_derives(tmp_path: Path) -> None:
+    """record_v2_output.jsonl: written by the release of this declaration (make_records.py);
+    a later release that changes the machines moves it to the tests above and writes its own."""
+    path = FIXTURES / "record_v2_output.jsonl"
     run = load_run(path)
     _reads_as_written(run)
     assert run.warnings == []

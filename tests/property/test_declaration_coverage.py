@@ -17,6 +17,7 @@ import prop_coverage
 import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
+from prop_output import OUTPUT_BANK, STEPPED_BANK, run_on, run_stepped
 from prop_scenarios import run_scenario
 from prop_suspension import suspension_runs
 from prop_tool_calls import CALL_BANK, run_case
@@ -33,6 +34,11 @@ def _run_the_banks() -> None:
                     run_scenario(scenario, backend)
                 except AssertionError:
                     pass  # a broken property is reported by test_bank; here only paths count
+        for output_case in STEPPED_BANK.values():  # structured output (prop_output)
+            run_stepped(output_case)
+        for output_case in OUTPUT_BANK.values():
+            for backend in ("trio", "asyncio"):
+                run_on(output_case, backend)
         for case in CALL_BANK.values():
             try:
                 run_case(case, record=True)

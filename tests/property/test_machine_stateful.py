@@ -70,6 +70,7 @@ from agentcore_fsm.core.protocol import (
     ExecuteTool,
     HookFailed,
     HookReturned,
+    OutputChecked,
 )
 from agentcore_fsm.devtools.testing import GrammarChecker, sequential_tool_names
 
@@ -159,6 +160,7 @@ INVALID_CALLS: dict[str, Any] = {
     "proceeded": lambda m: m.proceed(),
     "abort": lambda m: m.abort(),
     "fail": lambda m: m.fail(RuntimeError("x")),
+    "output_checked": lambda m: m.feed(OutputChecked(value=1)),
 }
 
 

@@ -35,6 +35,9 @@ from typing import Any
 import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
+from prop_output import STEPPED_BANK
+from prop_output import run_stepped as run_output_case
+from prop_output import verify as verify_output
 from prop_scenarios import verify
 from prop_suspension import SUSPENSION_RUNS
 from prop_sync_driver import SyncDriver, run_sync
@@ -101,21 +104,21 @@ LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 # entering `closing_turn` asks for `proceed`, one more round trip that leads where the
 # original went when should_stop_after_turn is not configured.
 EQUIVALENT = {
-    "retarget #29:model_finished:streaming -> executing": "tools_settled [calls_remain] "
+    "retarget #30:model_finished:streaming -> executing": "tools_settled [calls_remain] "
     "returns to preparing_tools at once and the calls begin there",
-    "retarget #42:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
+    "retarget #43:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
     "proceed before awaiting_steering, where the original goes directly",
     # Calls begin only in preparing_tools (may_begin), so `begin_calls` emitted elsewhere
     # begins none; entering awaiting_approval offers its automatic `approvals_settled`, whose
     # [calls_remain, not approvals_pending] transition sends a batch with calls still to
     # begin (and none running, ready or waiting) back to preparing_tools, where they begin.
-    "retarget #29:model_finished:streaming -> awaiting_approval": "approvals_settled "
+    "retarget #30:model_finished:streaming -> awaiting_approval": "approvals_settled "
     "[calls_remain] returns to preparing_tools at once (no call has begun: none is ready, "
     "answered or waiting) and the calls begin there",
-    "retarget #37:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
+    "retarget #38:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
     "holds only in a sequential batch between two calls (none ready or waiting), so "
     "approvals_settled returns to preparing_tools at once and the next call begins there",
-    "retarget #36:approvals_settled:awaiting_approval -> executing": "the mirror image: "
+    "retarget #37:approvals_settled:awaiting_approval -> executing": "the mirror image: "
     "tools_settled [calls_remain] returns to preparing_tools at once and the next call begins "
     "there",
 }
@@ -185,11 +188,20 @@ def kill(decl: Declaration) -> str | None:
 
         return run
 
+    def output_case(name: str) -> Callable[[], None]:  # structured output (prop_output)
+        def run() -> None:
+            case = STEPPED_BANK[name]
+            events, messages = run_output_case(case, decl)
+            verify_output(case, events, messages)
+
+        return run
+
     runs = {name: scenario(name) for name in healthy_scenarios()}
     runs |= {
         f"suspension: {name}": (lambda run=run: run(decl, None))
         for name, run in SUSPENSION_RUNS.items()
     }
+    runs |= {f"output {name}": output_case(name) for name in STEPPED_BANK}
     return _first_failure(runs)
 
 

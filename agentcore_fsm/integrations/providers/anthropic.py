@@ -92,6 +92,7 @@ from agentcore_fsm.integrations.providers._common import (
     safe_tool_id,
 )
 from agentcore_fsm.integrations.providers.models import ANTHROPIC_API
+from agentcore_fsm.integrations.providers.output_modes import anthropic_output_fields
 
 __all__ = [
     "API",
@@ -438,6 +439,7 @@ class AnthropicProvider(SdkProvider):
                 payload["output_config"] = output_config
         elif options.temperature is not None:
             payload["temperature"] = options.temperature
+        payload.update(anthropic_output_fields(context, thinking is not None))  # output_modes.py
         payload.update(self.extra_body)
         return payload
 

@@ -72,6 +72,7 @@ from agentcore_fsm.integrations.providers._common import (
     prepare_transcript,
 )
 from agentcore_fsm.integrations.providers.models import OPENAI_API
+from agentcore_fsm.integrations.providers.output_modes import openai_output_fields
 
 __all__ = ["API", "OpenAIProvider", "stream_openai"]
 
@@ -355,6 +356,7 @@ class OpenAIProvider(SdkProvider):
             payload["temperature"] = options.temperature
         if options.reasoning and options.reasoning != "off" and model.reasoning:
             payload["reasoning_effort"] = options.reasoning
+        payload.update(openai_output_fields(context))  # structured output (output_modes.py)
         payload.update(self.extra_body)
         return payload
 
