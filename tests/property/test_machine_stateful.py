@@ -151,6 +151,7 @@ INVALID_CALLS: dict[str, Any] = {
     "arguments_prepared": lambda m: m.arguments_prepared(0, {"x": 1}),
     "approval_checked": lambda m: m.feed(ApprovalChecked(0, True)),
     "approval_decided": lambda m: m.feed(ApprovalDecided(0, True)),
+    "approval_deferred": lambda m: m.approval_deferred(0),
     "tool_update": lambda m: m.tool_update(0, AgentToolResult()),
     "tool_finished": lambda m: m.tool_finished(0, result=AgentToolResult()),
     "proceeded": lambda m: m.proceed(),
