@@ -168,27 +168,22 @@ class OutputSpec:
                     f"No final answer: call the {self.tool_name} tool with the answer "
                     f"(plain text is not accepted)."
                 )
-            data: Any = call.arguments
-            if self.wrapped:
-                if not isinstance(data, dict) or _WRAP_KEY not in data:
-                    raise OutputInvalid(
-                        f"Invalid final answer: the arguments need the field {_WRAP_KEY!r}."
-                    )
-                data = data[_WRAP_KEY]
-            try:
-                return adapter.validate_python(data)
-            except ValidationError as exc:
-                raise OutputInvalid(_problems(exc)) from None
+            where = "Invalid final answer: the arguments need"
+            return self._validated(adapter, call.arguments, where)
         text = "".join(b.text for b in message.content if isinstance(b, TextContent))
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise OutputInvalid(f"Invalid JSON: {exc}. Answer with JSON text only.") from None
+        return self._validated(adapter, data, "Invalid answer: the JSON object needs")
+
+    def _validated(self, adapter: Any, data: Any, missing: str) -> Any:
+        """``data`` (unwrapped first when the type is wrapped) validated by ``adapter``; an
+        :class:`OutputInvalid` saying what was wrong (``missing``: the text for an answer
+        without the wrapping field)."""
         if self.wrapped:
             if not isinstance(data, dict) or _WRAP_KEY not in data:
-                raise OutputInvalid(
-                    f"Invalid answer: the JSON object needs the field {_WRAP_KEY!r}."
-                )
+                raise OutputInvalid(f"{missing} the field {_WRAP_KEY!r}.")
             data = data[_WRAP_KEY]
         try:
             return adapter.validate_python(data)

@@ -247,3 +247,24 @@ async def test_replaying_a_run_with_an_output_type_is_refused_clearly(tmp_path: 
     assert run.events[-1].output == {"x": 1, "y": 2}  # derived from the inputs
     with pytest.raises(ReplayError, match="has an output type"):
         await replay_run(path)
+
+
+def test_a_wrapped_answer_without_its_field_says_what_is_missing() -> None:
+    """A type whose schema is not an object is wrapped in ``{"response": ...}``: an answer
+    without that field is sent back saying so, in tool mode and in native mode."""
+    from agentcore_fsm.core.messages import AssistantMessage, TextContent, ToolCall
+    from agentcore_fsm.core.output import OutputInvalid
+
+    tool = output_spec(int, mode="tool")
+    native = output_spec(int, mode="native")
+    assert tool.wrapped and native.wrapped
+    call = ToolCall(id="c1", name=tool.tool_name, arguments={"value": 3})
+    with pytest.raises(OutputInvalid) as info:
+        tool.parse(AssistantMessage(content=[call]))
+    assert str(info.value) == "Invalid final answer: the arguments need the field 'response'."
+    with pytest.raises(OutputInvalid) as info:
+        native.parse(AssistantMessage(content=[TextContent(text='{"value": 3}')]))
+    assert str(info.value) == "Invalid answer: the JSON object needs the field 'response'."
+    good = ToolCall(id="c2", name=tool.tool_name, arguments={"response": 3})
+    assert tool.parse(AssistantMessage(content=[good])) == 3
+    assert native.parse(AssistantMessage(content=[TextContent(text='{"response": 4}')])) == 4
