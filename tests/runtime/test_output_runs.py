@@ -190,7 +190,7 @@ async def test_a_journaled_run_records_its_output_and_derives_again() -> None:
     )
     derived = derive_run(snapshot)
     assert derived.machine.output == {"x": 1, "y": 2}
-    assert derived.machine.output_retries_used == 1
+    assert derived.machine.vars.output_retries_used == 1
 
 
 async def test_the_agent_prompt_takes_an_output_type() -> None:
