@@ -493,11 +493,18 @@ async def _loop_cm(
     inner = AbortController()
     remove = signal.add_callback(lambda: inner.abort(signal.reason)) if signal is not None else None
 
-    def emit(event: Any) -> None:
+    def send_event(event: Any) -> None:
         try:
             send.send_nowait(event)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the caller left the block: the run is being aborted, nobody reads any more
+
+    emit: Any = send_event
+    # config.output (docs/output.md): its mode resolved for the model, its partial events, and
+    # the result with its .output, as run_agent_loop does
+    out = output_run(config, emit, None, None, None, ())
+    if out is not None:
+        config, emit = out.config, out.emit
 
     async def runner() -> None:
         result: list[AgentMessage] | None = None
@@ -518,6 +525,8 @@ async def _loop_cm(
                     False,
                     on_transition,
                 )
+                if out is not None:
+                    result = out.result(result)
         except BaseException as exc:
             error = exc
             raise

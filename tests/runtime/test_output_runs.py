@@ -268,3 +268,21 @@ def test_a_wrapped_answer_without_its_field_says_what_is_missing() -> None:
     good = ToolCall(id="c2", name=tool.tool_name, arguments={"response": 3})
     assert tool.parse(AssistantMessage(content=[good])) == 3
     assert native.parse(AssistantMessage(content=[TextContent(text='{"response": 4}')])) == 4
+
+
+async def test_the_event_stream_form_takes_the_output_of_its_config() -> None:
+    """``agent_loop`` (``async with``): ``config.output`` without a mode gets the model's
+    default mode, listeners get the partial outputs, and the result carries ``.output``."""
+    from agentcore_fsm import agent_loop
+
+    model = FauxProvider([answer({"x": 3, "y": 4})])
+    config = AgentLoopConfig(model=MODEL, output=output_spec(Point))
+    assert config.output is not None and config.output.mode is None
+    async with agent_loop(["where?"], AgentContext(), config, stream_fn=model) as events:
+        seen = [event async for event in events]
+        result = await events.result()
+    assert result.output == Point(x=3, y=4)
+    assert model.calls[0].output is not None and model.calls[0].output.mode == "tool"
+    partials = [e.output for e in seen if e.type == "output_partial"]
+    assert partials and partials[-1] == {"x": 3, "y": 4}
+    assert seen[-1].type == "agent_end" and seen[-1].output == {"x": 3, "y": 4}
