@@ -286,3 +286,35 @@ async def test_the_event_stream_form_takes_the_output_of_its_config() -> None:
     partials = [e.output for e in seen if e.type == "output_partial"]
     assert partials and partials[-1] == {"x": 3, "y": 4}
     assert seen[-1].type == "agent_end" and seen[-1].output == {"x": 3, "y": 4}
+
+
+def test_junk_output_outcomes_are_refused() -> None:
+    """An ``output_checked`` input whose error is not a str, and a recorded ``output_checked``
+    entry of the wrong shape, are refused with errors that name what is wrong; the machine is
+    left where it was."""
+    from agentcore_fsm.core.declared import MachineInputError
+    from agentcore_fsm.core.events import StreamDone
+    from agentcore_fsm.core.machine import LoopMachine
+    from agentcore_fsm.core.messages import UserMessage
+    from agentcore_fsm.core.protocol import OutputChecked, ValidateOutput
+    from agentcore_fsm.persist.codec import RecordError
+    from agentcore_fsm.persist.inputs import decode_entry
+
+    config = AgentLoopConfig(model=MODEL, output=output_spec(Point, mode="tool"))
+    m = LoopMachine([UserMessage(content="where?")], AgentContext(), config)
+    m.start()
+    final = answer({"x": 1, "y": 2})
+    step = m.stream_event(StreamDone(reason="toolUse", message=final))
+    assert m.state == "validating_output" and isinstance(step.effects[0], ValidateOutput)
+    with pytest.raises(MachineInputError) as info:
+        m.feed(OutputChecked(error=3))  # type: ignore[arg-type]
+    assert "output_checked: error must be a str or None, not" in str(info.value)
+    assert m.state == "validating_output"
+    for entry, problem in [
+        ({"input": "output_checked", "error": 3}, "error"),
+        ({"input": "output_checked", "value": 1, "extra": True}, "unknown field 'extra'"),
+    ]:
+        with pytest.raises(RecordError) as bad:
+            decode_entry(entry, 0, lambda name: None)
+        assert "output_checked" in str(bad.value) and problem in str(bad.value), bad.value
+    assert m.feed(OutputChecked(value={"x": 1, "y": 2})).run_over
