@@ -30,6 +30,7 @@ from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.output import OutputMode, OutputValidator
 from agentcore_fsm.core.protocol import Step
 from agentcore_fsm.core.run_context import bind_run
+from agentcore_fsm.runtime.arguments import check_run_arguments
 from agentcore_fsm.runtime.engine import Driver, Emit
 from agentcore_fsm.runtime.observer import RunObserver, RunStart, RunWatch, select_observers
 from agentcore_fsm.runtime.output_run import output_run
@@ -312,6 +313,15 @@ async def run_agent_loop(
     :class:`~agentcore_fsm.runtime.output_run.RunOutput` (the messages, and ``.output``). See
     docs/output.md.
     """
+    check_run_arguments(
+        "run_agent_loop",
+        context,
+        config,
+        emit=emit,
+        signal=signal,
+        stream_fn=stream_fn,
+        on_transition=on_transition,
+    )
     fn = resolve_stream_fn(stream_fn)
     chosen = select_observers(instrument, observers)
     out = output_run(config, emit, output_type, output_mode, output_retries, output_validators)
@@ -354,6 +364,15 @@ async def run_agent_loop_continue(
     anything when the transcript is empty or ends with an assistant message. ``store``,
     ``run_id``, ``session_id``, ``instrument``, ``observers`` and ``deps`` as for
     :func:`run_agent_loop`; a ``config.output`` too (the result is then a ``RunOutput``)."""
+    check_run_arguments(
+        "run_agent_loop_continue",
+        context,
+        config,
+        emit=emit,
+        signal=signal,
+        stream_fn=stream_fn,
+        on_transition=on_transition,
+    )
     fn = resolve_stream_fn(stream_fn)
     _check_continue(context)
     chosen = select_observers(instrument, observers)
@@ -570,6 +589,14 @@ def agent_loop(
     events.result()`` for the new messages. Leaving the block early aborts the run cleanly.
     The stream function is checked on entering. The run has the registered observers and
     ``observers`` (docs/ports.md); ``deps`` as for :func:`run_agent_loop`."""
+    check_run_arguments(
+        "agent_loop",
+        context,
+        config,
+        signal=signal,
+        stream_fn=stream_fn,
+        on_transition=on_transition,
+    )
     prompt_list = as_prompts(prompts)
     return _loop_cm(
         prompt_list, context, config, signal, stream_fn, on_transition, False, observers, deps
@@ -587,4 +614,12 @@ def agent_loop_continue(
     deps: Any = None,
 ) -> Any:
     """The context-manager form of :func:`run_agent_loop_continue` (checks on entering)."""
+    check_run_arguments(
+        "agent_loop_continue",
+        context,
+        config,
+        signal=signal,
+        stream_fn=stream_fn,
+        on_transition=on_transition,
+    )
     return _loop_cm([], context, config, signal, stream_fn, on_transition, True, observers, deps)
