@@ -47,6 +47,7 @@ from agentcore_fsm.core.messages import (
     Usage,
     UserMessage,
 )
+from agentcore_fsm.core.model_names import ModelSource, register_model_source
 from agentcore_fsm.core.protocol import Step
 from agentcore_fsm.core.run_context import RunContext
 from agentcore_fsm.core.tools import (
@@ -112,6 +113,32 @@ if not TYPE_CHECKING:  # type checkers see the imports above instead
         value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
+
+
+def _builtin_model_sources() -> None:
+    """Register the built-in providers as model sources, so that a model can be named
+    ``"openai:gpt-4o-mini"`` or ``"anthropic:claude-sonnet-4-6"``
+    (:mod:`agentcore_fsm.core.model_names`). Nothing is imported until a name is resolved."""
+
+    def source(provider: str, module: str, cls: str) -> ModelSource:
+        def describe(model_id: str) -> Model:
+            models = importlib.import_module("agentcore_fsm.integrations.providers.models")
+            described: Model = models.get_model(provider, model_id)
+            return described
+
+        def stream_fn() -> Any:  # a provider with default settings, made per run
+            return getattr(importlib.import_module(module), cls)()
+
+        return ModelSource(describe, stream_fn)
+
+    providers = "agentcore_fsm.integrations.providers."
+    register_model_source("openai", source("openai", providers + "openai", "OpenAIProvider"))
+    register_model_source(
+        "anthropic", source("anthropic", providers + "anthropic", "AnthropicProvider")
+    )
+
+
+_builtin_model_sources()
 
 
 def __dir__() -> list[str]:

@@ -72,12 +72,12 @@ from agentcore_fsm.core.messages import (
     Model,
     ThinkingLevel,
 )
+from agentcore_fsm.core.model_names import resolve_model
 from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
 from agentcore_fsm.persist.store import RunStore, SessionBusyError, default_owner
 from agentcore_fsm.runtime.driver import (
-    NO_STREAM_FN,
-    get_default_stream_fn,
+    resolve_stream_fn,
     run_agent_loop,
     run_agent_loop_continue,
 )
@@ -197,7 +197,7 @@ class Agent:
     def __init__(
         self,
         system_prompt: str = "",
-        model: Model | None = None,
+        model: Model | str | None = None,
         thinking_level: ThinkingLevel = "off",
         tools: Iterable[AgentTool] = (),
         messages: Iterable[AgentMessage] = (),
@@ -223,8 +223,12 @@ class Agent:
         session_wait_s: float | None = 0.0,
         deps: Any = None,
     ) -> None:
-        if model is None:
-            model = Model(id="unknown", provider="unknown", api="unknown")
+        # a model named by a str ("openai:gpt-4o-mini") is described now (core.model_names)
+        model = (
+            Model(id="unknown", provider="unknown", api="unknown")
+            if model is None
+            else resolve_model(model)
+        )
         if options is not None and not isinstance(options, ModelCallOptions):
             raise TypeError(
                 f"Agent: options must be a ModelCallOptions or None, not {type(options).__name__}"
@@ -574,10 +578,7 @@ class Agent:
     # --- running ----------------------------------------------------------------------------
 
     def _stream_fn(self) -> StreamFn:
-        fn = self.stream_fn if self.stream_fn is not None else get_default_stream_fn()
-        if fn is None:
-            raise ValueError(NO_STREAM_FN)
-        return fn
+        return resolve_stream_fn(self.stream_fn, self._state.model)
 
     async def prompt(
         self,

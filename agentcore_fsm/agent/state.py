@@ -23,6 +23,7 @@ from agentcore_fsm.core.messages import (
     ThinkingLevel,
     ToolResultMessage,
 )
+from agentcore_fsm.core.model_names import resolve_model
 from agentcore_fsm.core.tools import AgentTool
 
 __all__ = ["ABORTED_TEXT", "REQUEST_ABORTED", "AgentState", "check_choice"]
@@ -43,9 +44,8 @@ def check_choice(what: str, value: str, allowed: frozenset[str]) -> str:
 
 
 def _check_model(value: Any) -> Model:
-    if not isinstance(value, Model):
-        raise TypeError(f"model must be a Model, not {type(value).__name__}")
-    return value
+    # a Model, or a name such as "openai:gpt-4o-mini" (agentcore_fsm.core.model_names)
+    return resolve_model(value)
 
 
 def _check_tools(value: Any) -> list[AgentTool]:

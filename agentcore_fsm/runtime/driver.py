@@ -26,7 +26,8 @@ from agentcore_fsm.core.boundary import coerce_messages, is_message
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.machine import LoopMachine
-from agentcore_fsm.core.messages import AgentMessage, now_ms
+from agentcore_fsm.core.messages import AgentMessage, Model, now_ms
+from agentcore_fsm.core.model_names import stream_fn_for
 from agentcore_fsm.core.output import OutputMode, OutputValidator
 from agentcore_fsm.core.protocol import Step
 from agentcore_fsm.core.run_context import bind_run
@@ -75,10 +76,14 @@ def get_default_stream_fn() -> StreamFn | None:
     return _default_stream_fn
 
 
-def resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
-    """``stream_fn``, or the default one; ``ValueError`` (:data:`NO_STREAM_FN`) when neither
-    is set."""
+def resolve_stream_fn(stream_fn: StreamFn | None, model: Model | None = None) -> StreamFn:
+    """``stream_fn``, or the default one, or the default stream function of ``model``'s
+    provider when it has a registered source (:func:`~agentcore_fsm.core.model_names.
+    stream_fn_for`: ``openai`` and ``anthropic``; an ``ImportError`` naming the extra when its
+    SDK is missing); ``ValueError`` (:data:`NO_STREAM_FN`) when there is none."""
     fn = stream_fn if stream_fn is not None else _default_stream_fn
+    if fn is None and model is not None:
+        fn = stream_fn_for(model)
     if fn is None:
         raise ValueError(NO_STREAM_FN)
     return fn
@@ -143,7 +148,7 @@ async def run_machine(
     unfinished to wait for approval decisions: it raises
     :class:`~agentcore_fsm.core.approval.RunSuspended`. A journal that fails ends the run as an
     error (its ``agent_end``), never with a raise."""
-    fn = resolve_stream_fn(stream_fn)
+    fn = resolve_stream_fn(stream_fn, machine.config.model)
     chosen = select_observers(None, None) if observers is None else list(observers)
     if signal is None:
         signal = AbortController().signal
@@ -322,7 +327,7 @@ async def run_agent_loop(
         stream_fn=stream_fn,
         on_transition=on_transition,
     )
-    fn = resolve_stream_fn(stream_fn)
+    fn = resolve_stream_fn(stream_fn, config.model)
     chosen = select_observers(instrument, observers)
     out = output_run(config, emit, output_type, output_mode, output_retries, output_validators)
     if out is not None:
@@ -373,7 +378,7 @@ async def run_agent_loop_continue(
         stream_fn=stream_fn,
         on_transition=on_transition,
     )
-    fn = resolve_stream_fn(stream_fn)
+    fn = resolve_stream_fn(stream_fn, config.model)
     _check_continue(context)
     chosen = select_observers(instrument, observers)
     out = output_run(config, emit, None, None, None, ())  # config.output: docs/output.md
@@ -503,7 +508,7 @@ async def _loop_cm(
     observers: Sequence[RunObserver] | None,
     deps: Any = None,
 ) -> AsyncIterator[EventStream]:
-    fn = resolve_stream_fn(stream_fn)  # raised on entering the block
+    fn = resolve_stream_fn(stream_fn, config.model)  # raised on entering the block
     chosen = select_observers(None, observers)
     if continuing:
         _check_continue(context)

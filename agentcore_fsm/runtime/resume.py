@@ -174,7 +174,7 @@ async def resume_run(
                 transitions += step.transitions
                 effects += step.effects
         first = Step(events, effects, machine.state != "streaming", machine.finished, transitions)
-        fn = resolve_stream_fn(stream_fn)
+        fn = resolve_stream_fn(stream_fn, machine.config.model)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await journal.close(len(stored.entries), [], None)  # give the lease back

@@ -32,7 +32,10 @@ from agentcore_fsm.core.config import ModelCallOptions
         ("on_transition", "print", TypeError),
         ("store", "runs.db", TypeError),
         ("options", {"temperature": 1}, TypeError),
-        ("model", "some-model", TypeError),
+        # a str names a model ("openai:gpt-4o-mini"): one that names none is a wrong value
+        ("model", "some-model", ValueError),
+        ("model", 3, TypeError),
+        ("model", "nobody:some-model", ValueError),
         ("system_prompt", None, TypeError),
         ("tools", "notalist", TypeError),
         ("tools", [object()], TypeError),

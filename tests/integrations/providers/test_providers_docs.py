@@ -16,9 +16,10 @@ BLOCKS = re.findall(r"^```python\n(.*?)^```", TEXT, re.S | re.M)
 
 def test_the_section_and_its_examples() -> None:
     assert TEXT.startswith("## Providers\n")
-    assert len(BLOCKS) == 2
+    assert len(BLOCKS) == 3
     assert "get_model" in BLOCKS[0] and "openai_compatible_model" in BLOCKS[0]
-    assert "run_agent_loop" in BLOCKS[1] and "OpenAIProvider" in BLOCKS[1]
+    assert 'Agent(model="anthropic:claude-sonnet-4-6")' in BLOCKS[1]
+    assert "run_agent_loop" in BLOCKS[2] and "OpenAIProvider" in BLOCKS[2]
 
 
 def run(index: int, tmp_path: Path) -> str:
@@ -39,8 +40,16 @@ def test_models_example(tmp_path: Path) -> None:
     assert re.fullmatch(r"\d+ models known, e\.g\. \[.*\]", lines[3])
 
 
-def test_loop_example_fails_as_data(tmp_path: Path) -> None:
+def test_model_names_example(tmp_path: Path) -> None:
     lines = run(1, tmp_path).splitlines()
+    assert lines[0] == "anthropic 3.0"
+    assert lines[1] == "128000"
+    assert lines[2].startswith("model 'gpt-4o': name a model as 'provider:model-id'")
+    assert len(lines) == 3
+
+
+def test_loop_example_fails_as_data(tmp_path: Path) -> None:
+    lines = run(2, tmp_path).splitlines()
     assert lines[0] == (
         "request: llama3.2 [{'role': 'system', 'content': 'Be brief.'}, "
         "{'role': 'user', 'content': 'Hello!'}]"
