@@ -3,7 +3,7 @@
 ::
 
     agentcore-fsm diagram [--machine loop|agent] [--format mermaid|dot|svg|png] [--out FILE]
-    agentcore-fsm diagram --run RUN.jsonl [--format ...] [--out FILE]
+    agentcore-fsm diagram --run RUN.jsonl [--run-number N] [--format ...] [--out FILE]
     agentcore-fsm diagram --run RUN.jsonl --steps [--format markdown|mermaid] [--out FILE]
     agentcore-fsm diagram --regenerate [--check]        # keeps diagrams/ in step (make diagrams)
 
@@ -12,7 +12,9 @@ the others faded, and the arrow where it failed red; the error text is inside th
 happened). ``--steps`` lists the run's steps in order instead: a Markdown table by default
 (trigger, from → to, the guards that held, the transitions passed over, the emit actions and the
 events recorded after each step), or with ``--format mermaid`` a sequence diagram with the same
-numbers (see :func:`~agentcore_fsm.devtools.diagrams.steps_markdown`).
+numbers (see :func:`~agentcore_fsm.devtools.diagrams.steps_markdown`). A recording of several
+runs (an Agent's prompts) is drawn one run at a time: the last by default, ``--run-number N``
+for another; the title says which (``recorded run 2 of 3``).
 
 With ``--out`` and no ``--format``, the suffix decides the format (``.mmd``/``.mermaid``,
 ``.dot``/``.gv``, ``.svg``, ``.png``; no suffix: Mermaid; with ``--steps``: ``.md``/``.markdown``,
@@ -207,6 +209,17 @@ def _directory_problem(option: str, value: str) -> str | None:
     return None
 
 
+def _run_number(text: str) -> int:
+    """``--run-number``: a whole number, 1 or more."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, not {text!r}")
+    return number
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentcore-fsm diagram",
@@ -233,6 +246,13 @@ def _parser() -> argparse.ArgumentParser:
         f"--format the suffix decides: {_suffix_list()}; no suffix: mermaid",
     )
     parser.add_argument("--run", metavar="RUN.jsonl", help="draw a run recorded by RunRecorder")
+    parser.add_argument(
+        "--run-number",
+        metavar="N",
+        type=_run_number,
+        help="with --run, when the recording holds several runs: which one to draw (1 for the "
+        "first; default: the last)",
+    )
     parser.add_argument(
         "--steps",
         action="store_true",
@@ -304,6 +324,8 @@ def main(argv: list[str]) -> int:
         parser.error("--regenerate takes no --run, --steps, --out, --format or --machine")
     if args.steps and args.run is None:
         parser.error("--steps only goes with --run")
+    if args.run_number is not None and args.run is None:
+        parser.error("--run-number only goes with --run")
     if args.format == "markdown" and not args.steps:
         parser.error("--format markdown only goes with --steps")
     if args.dir is not None and not args.regenerate:
@@ -335,7 +357,7 @@ def main(argv: list[str]) -> int:
     try:
         if args.run is not None:
             try:
-                decl, view = view_of_recording(Path(args.run), machine)
+                decl, view = view_of_recording(Path(args.run), machine, args.run_number)
             except OSError as exc:
                 return _error(_read_error(exc))
             result = render_steps(decl, view, steps) if steps else render(decl, fmt, view)

@@ -30,7 +30,9 @@ from agentcore_fsm.devtools.mermaid import (
 )
 
 
-def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Declaration, RunView]:
+def view_of_recording(
+    recording: Any, machine: str | None = None, run: int | None = None
+) -> tuple[Declaration, RunView]:
     """The declaration and view of a recorded run (a
     :class:`~agentcore_fsm.persist.recording.RecordedRun`
     or a path to a JSONL recording). ``machine`` picks which recorded machine to draw: a
@@ -43,7 +45,14 @@ def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Decla
     recording holds are derived from its inputs (docs/record.md), so such a recording draws
     without transition lines. An unknown machine raises
     :class:`~agentcore_fsm.core.declaration.DeclarationError`; one the recording has no transitions
-    of (or events and not one transition), ``ValueError``."""
+    of (or events and not one transition), ``ValueError``.
+
+    A recording of several runs of the loop (an Agent's prompts, one recorder) is drawn one run
+    at a time, never summed into one picture: ``run`` is the run's number (1 for the first;
+    default: the last, as :meth:`~agentcore_fsm.persist.recording.RecordedRun.summary` reports),
+    the view's label says which (``recorded run 2 of 3``), and its outcome, error and tool errors
+    are that run's. A number out of range is a ``ValueError`` naming the range. Other machines
+    (the tool calls, many per run) are drawn whole."""
     from agentcore_fsm.persist.recording import describe_event, load_run
 
     if not hasattr(recording, "machines"):
@@ -63,24 +72,81 @@ def view_of_recording(recording: Any, machine: str | None = None) -> tuple[Decla
             f"store=recorder.store to record the run's inputs; docs/record.md)"
         )
     decl = load_declaration(name)
-    events = None
+    transitions = list(recording.machines[name])
+    after: list[list[Any]] | None = None
     if getattr(recording, "events", None):
-        events = [[describe_event(e) for e in after] for after in recording.events_after(name)]
+        after = recording.events_after(name)
     times = None
     if callable(getattr(recording, "transition_times", None)):
         times = recording.transition_times(name)
+    label = "recorded run"
+    outcome = recording.end_reason
+    error = getattr(recording, "error", None)
+    failed = getattr(recording, "tool_errors", ())
+    now = getattr(recording, "last_time", None)
+    spans = run_spans(transitions, decl.initial) if name == recording.machine else []
+    if run is not None and not 1 <= run <= max(len(spans), 1):
+        raise ValueError(
+            f"run {run}: the recording holds {_runs(max(len(spans), 1))} of {name!r} "
+            f"(number 1 to {max(len(spans), 1)})"
+        )
+    if len(spans) > 1:
+        number = len(spans) if run is None else run
+        start, end = spans[number - 1]
+        transitions = transitions[start:end]
+        times = times[start:end] if times is not None else None
+        label = f"recorded run {number} of {len(spans)}"
+        if after is not None:
+            after = after[start:end]
+            mine = [e for listed in after for e in listed]
+            outcome, error, failed = _outcome_of(mine)
+        if times is not None:
+            now = max((t for t in times if t is not None), default=now)
+    events = None
+    if after is not None:
+        events = [[describe_event(e) for e in listed] for listed in after]
     view = run_view(
         decl,
-        recording.machines[name],
-        outcome=recording.end_reason,
-        label="recorded run",
-        error=getattr(recording, "error", None),
-        tool_errors=getattr(recording, "tool_errors", ()),
+        transitions,
+        outcome=outcome,
+        label=label,
+        error=error,
+        tool_errors=failed,
         events=events,
         times=times,
-        now=getattr(recording, "last_time", None),
+        now=now,
     )
     return decl, view
+
+
+def run_spans(transitions: Sequence[Any], initial: str) -> list[tuple[int, int]]:
+    """Where each run of a machine's recorded transitions begins and ends, as ``(start,
+    end)`` slices: a run begins with a transition out of the ``initial`` state (the first run
+    also at index 0, whatever its source). Empty for no transitions."""
+    starts = [i for i, t in enumerate(transitions) if i == 0 or t.source == initial]
+    return [(a, b) for a, b in zip(starts, [*starts[1:], len(transitions)], strict=True)]
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" + ("" if n == 1 else "s")
+
+
+def _outcome_of(events: Sequence[Any]) -> tuple[str | None, str | None, list[str]]:
+    """One run's outcome (its ``agent_end``'s reason), error text and tool errors, read from
+    its events."""
+    from agentcore_fsm.persist.recording import run_error, tool_errors
+
+    reason: str | None = None
+    messages: list[Any] = []
+    for event in events:
+        kind = getattr(event, "type", None)
+        if kind == "agent_end":
+            reason, messages = event.reason, list(event.messages)
+            break
+        if kind == "message_end":
+            messages.append(event.message)
+    results = [m for m in messages if getattr(m, "role", None) == "toolResult"]
+    return reason, run_error(messages, reason), tool_errors(results)
 
 
 # --- the steps of a run, in order ---------------------------------------------------------------
