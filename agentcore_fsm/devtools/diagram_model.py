@@ -134,8 +134,9 @@ def run_view(
     source), and the records must chain (each starts where the previous ended; after the final
     state a new run may begin at the initial state, so the records of several runs draw as one
     picture with the counts summed; :func:`~agentcore_fsm.devtools.run_views.view_of_recording`
-    hands it one run of a recording at a time). A mismatch raises ``ValueError``: the recording is from a
-    different version of the declaration, and a diagram of it would mislead.
+    hands it one run of a recording at a time). A mismatch raises ``ValueError``: the
+    recording is from a different version of the declaration, and a diagram of it would
+    mislead.
 
     ``state`` defaults to the last record's destination (the initial state for an empty run).
     ``outcome`` (e.g. ``agent_end.reason``) defaults to ``error`` or ``aborted`` when the last
