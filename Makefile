@@ -6,14 +6,21 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck diagrams bench clean
 
-$(STAMP): pyproject.toml
+# the package and its required dependencies only: what `make demo` needs (a few MB)
+BASE := $(VENV)/.base
+$(BASE): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e .
+	touch $(BASE)
+
+# everything the tests, the linters and the optional integrations need
+$(STAMP): $(BASE) pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(BASE)
 	$(VENV)/bin/agentcore-fsm demo
 
 lint: $(STAMP)

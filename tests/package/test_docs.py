@@ -24,7 +24,7 @@ from agentcore_fsm.core.events import AgentEndReason, AgentEvent, AssistantMessa
 from agentcore_fsm.core.tools import ToolCallRejected, find_tool
 from agentcore_fsm.devtools.testing import RULES
 from agentcore_fsm.runtime import driver
-from tests.readme_sections import DOCS, README, ROOT
+from tests.readme_sections import DOCS, README, ROOT, code_blocks
 
 REFERENCE = DOCS / "reference.md"
 PAGES = sorted(DOCS.glob("*.md"))
@@ -210,6 +210,14 @@ def test_the_readme_is_an_overview_that_links_every_page() -> None:
     assert "](CHANGELOG.md)" in text
     assert "make demo" in text and "make test" in text
     assert "](diagrams/agent_loop.svg)" in text
+
+
+def test_the_readme_s_first_example_is_a_typed_tool_and_an_agent_in_under_15_lines() -> None:
+    first = next(b for b in code_blocks(README) if b.lang == "python")
+    lines = [line for line in first.code.splitlines() if line.strip()]
+    assert len(lines) < 15, f"the first example has {len(lines)} lines"
+    assert "@tool" in first.code and "Agent(" in first.code
+    assert first.output is not None  # and test_readme runs it against the output shown
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
