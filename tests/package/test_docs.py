@@ -212,6 +212,13 @@ def test_the_readme_is_an_overview_that_links_every_page() -> None:
     assert "](diagrams/agent_loop.svg)" in text
 
 
+def test_the_index_page_links_every_other_page() -> None:
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    for page in PAGES:
+        if page.name != "index.md":
+            assert f"]({page.name})" in text, f"docs/index.md does not link {page.name}"
+
+
 def test_the_readme_s_first_example_is_a_typed_tool_and_an_agent_in_under_15_lines() -> None:
     first = next(b for b in code_blocks(README) if b.lang == "python")
     lines = [line for line in first.code.splitlines() if line.strip()]
