@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import math
 import os
 import signal as signals
 import sys
@@ -96,9 +97,22 @@ def _rate(text: str) -> tuple[int, float]:
         raise argparse.ArgumentTypeError(
             f"expected LIMIT/SECONDS (e.g. 20/1), not {text!r}"
         ) from None
-    if calls < 1 or not seconds > 0:
+    if calls < 1 or not 0 < seconds < math.inf:
         raise argparse.ArgumentTypeError(f"LIMIT and SECONDS must be positive, not {text!r}")
     return calls, seconds
+
+
+def _seconds(text: str) -> float:
+    """``--polling-interval``: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of seconds above 0, not {text!r}"
+        )
+    return value
 
 
 def _positive(text: str) -> int:
@@ -138,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--worker-concurrency", type=_positive, help="runs at once in this worker")
     parser.add_argument("--model-rate", type=_rate, help="model calls per period: LIMIT/SECONDS")
     parser.add_argument(
-        "--polling-interval", type=float, default=0.2, help="seconds between queue polls"
+        "--polling-interval", type=_seconds, default=0.2, help="seconds between queue polls"
     )
     args = parser.parse_args(list(argv) if argv is not None else None)
     if not args.database_url:

@@ -59,6 +59,22 @@ URL = "sqlite:///never-created.sqlite"
             "argument --model-rate: LIMIT and SECONDS must be positive, not '0/1'",
         ),
         (
+            ["--app", "json:loads", "--database-url", URL, "--model-rate", "5/inf"],
+            "argument --model-rate: LIMIT and SECONDS must be positive, not '5/inf'",
+        ),
+        (
+            ["--app", "json:loads", "--database-url", URL, "--polling-interval", "nan"],
+            "argument --polling-interval: must be a finite number of seconds above 0, not 'nan'",
+        ),
+        (
+            ["--app", "json:loads", "--database-url", URL, "--polling-interval", "-1"],
+            "argument --polling-interval: must be a finite number of seconds above 0, not '-1'",
+        ),
+        (
+            ["--app", "json:loads", "--database-url", URL, "--polling-interval", "often"],
+            "argument --polling-interval: expected a number of seconds, not 'often'",
+        ),
+        (
             ["--app", "json:loads", "--database-url", URL, "--concurrency", "0"],
             "argument --concurrency: must be at least 1, not 0",
         ),
