@@ -30,6 +30,8 @@ The model has two safe built-in tools (``--no-tools`` leaves them out):
 ``--mcp "<command line>"`` (repeatable; the ``mcp`` extra) starts that MCP server over stdio for
 the session and adds its tools, after the built-in ones, as the server lists them before each
 prompt (see docs/mcp.md). A server that cannot be started ends the command with exit status 2.
+``--mcp-tools NAME,NAME`` keeps only those tools of the servers (a name that no server offers
+ends the command with exit status 2, naming the tools offered).
 
 ``--approve`` asks before each tool call runs: the tool's name and its arguments (as JSON) are
 shown, ``y`` approves, anything else denies (the model then reads that the call was "denied at
@@ -254,6 +256,14 @@ def _max_tokens(text: str) -> int:
     return value
 
 
+def _tool_names(text: str) -> frozenset[str]:
+    """``--mcp-tools``: tool names, comma-separated, at least one."""
+    names = frozenset(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected tool names separated by commas, not {text!r}")
+    return names
+
+
 def _mcp_command(text: str) -> str:
     """``--mcp``: a command line that splits into words (as a POSIX shell splits it)."""
     try:
@@ -297,7 +307,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="an MCP server to run over stdio (its command line, quoted); adds its tools "
         "(repeatable)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--mcp-tools",
+        type=_tool_names,
+        metavar="NAME,NAME",
+        help="with --mcp: keep only these tools of the MCP servers (their names, comma-separated)",
+    )
+    args = parser.parse_args(argv)
+    if args.mcp_tools is not None and not args.mcp:
+        parser.error("--mcp-tools only goes with --mcp")
+    return args
 
 
 def resolve_model(provider: str, model_id: str, base_url: str | None, thinking: str) -> Model:
@@ -378,6 +397,17 @@ async def _with_mcp(args: argparse.Namespace, stream_fn: StreamFn, api_key: str 
             except MCPConnectionError as exc:
                 print(f"agentcore-fsm chat: {exc}", file=sys.stderr)
                 return 2
+        if args.mcp_tools is not None:
+            offered = {tool.name for server in servers for tool in server.tools}
+            unknown = sorted(args.mcp_tools - offered)
+            if unknown:
+                print(
+                    f"agentcore-fsm chat: error: --mcp-tools: no MCP server offers "
+                    f"{', '.join(map(repr, unknown))} (offered: "
+                    f"{', '.join(sorted(offered)) or 'none'})",
+                    file=sys.stderr,
+                )
+                return 2
         return await _session(args, stream_fn, api_key, servers)
 
 
@@ -429,7 +459,9 @@ async def _session(
                 context.messages.clear()
                 printer.write("[conversation cleared]\n")
                 continue
-            context.tools = [*tools, *(tool for server in mcp for tool in server.tools)]
+            keep = args.mcp_tools
+            served = [t for server in mcp for t in server.tools if keep is None or t.name in keep]
+            context.tools = [*tools, *served]
             if args.approve:  # every call asks first (see _Approver)
                 context.tools = [replace(t, requires_approval=True) for t in context.tools]
             controller = AbortController()

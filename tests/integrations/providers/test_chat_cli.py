@@ -461,3 +461,54 @@ async def test_time_tool() -> None:
     assert result.content[0].text.endswith(", UTC)")  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="Unknown time zone 'Mars/Olympus'"):
         await time_tool.execute("c1", {"timezone": "Mars/Olympus"}, None, None)  # type: ignore[misc]
+
+
+def test_mcp_tools_keeps_only_the_named_tools(
+    server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    # tests/mcp_servers.py "stdio" serves many tools (echo, weather, picture, ...): the model is
+    # offered only the two asked for
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.queue(Reply(sse="openai/final_text.sse"))
+    command = shlex.join([sys.executable, str(MCP_SERVERS), "stdio", str(tmp_path)])
+    argv = ["--model", "gpt-4o-mini", "--base-url", server.url + "/v1", "--no-tools"]
+    argv += ["--mcp", command, "--mcp-tools", "weather, echo"]
+    code, out, err = run_chat(monkeypatch, capsys, argv, "hi\n")
+    assert (code, err) == (0, "")
+    assert out.strip()  # the model's answer was printed
+    (request,) = server.requests
+    assert sorted(t["function"]["name"] for t in request.body["tools"]) == ["echo", "weather"]
+
+
+def test_mcp_tools_that_no_server_offers_are_a_one_line_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    command = shlex.join([sys.executable, str(MCP_SERVERS), "calc"])
+    argv = ["--model", "gpt-4o-mini", "--mcp", command, "--mcp-tools", "calculator,nope"]
+    code, out, err = run_chat(monkeypatch, capsys, argv, "hi\n")
+    assert code == 2 and out == ""
+    assert err == (
+        "agentcore-fsm chat: error: --mcp-tools: no MCP server offers 'nope' (offered: "
+        "calculator)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "text"),
+    [
+        (["--mcp-tools", "echo"], "--mcp-tools only goes with --mcp"),
+        (["--mcp", "server", "--mcp-tools", " , "], "expected tool names separated by commas"),
+    ],
+)
+def test_bad_mcp_tools_arguments(
+    argv: list[str], text: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    with pytest.raises(SystemExit) as info:
+        main(["--model", "gpt-4o-mini", *argv])
+    assert info.value.code == 2
+    assert text in capsys.readouterr().err
