@@ -244,6 +244,17 @@ def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
 Hook: TypeAlias = Callable[..., MaybeAwaitable]
 
 
+def _model(where: str, name: str, value: Any) -> Model:
+    """A :class:`Model`; a str is refused with the way to name a model by a str."""
+    if isinstance(value, str):
+        raise TypeError(
+            f"{where}: {name} must be a Model, not str ({value!r:.60}): for a model named by "
+            f"a str, pass resolve_model({value!r:.60}) (agentcore_fsm.core.model_names)"
+        )
+    model: Model = checks.instance(Model, "a Model")(where, name, value)
+    return model
+
+
 @dataclass(kw_only=True)
 class AgentLoopConfig(ModelCallOptions):
     """The configuration of a run (see docs/reference.md#configuration). Only ``model`` is
@@ -255,7 +266,7 @@ class AgentLoopConfig(ModelCallOptions):
 
     _checks: ClassVar[dict[str, checks.Check]] = {
         **_MODEL_CALL_CHECKS,
-        "model": checks.instance(Model, "a Model"),
+        "model": _model,
         "convert_to_llm": checks.callable_or_none,
         "transform_context": checks.callable_or_none,
         "get_api_key": checks.callable_or_none,

@@ -93,3 +93,17 @@ async def test_a_named_model_runs_on_its_provider(
     assert [m.role for m in agent.messages] == ["user", "assistant"]
     assert agent.messages[-1].stop_reason == "stop"  # type: ignore[union-attr]
     assert server.requests[0].headers["authorization"] == "Bearer env-key"
+
+
+def test_a_loop_config_names_the_way_to_resolve_a_model_name() -> None:
+    from agentcore_fsm import AgentLoopConfig
+
+    with pytest.raises(TypeError) as info:
+        AgentLoopConfig(model="openai:gpt-4o-mini")  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "AgentLoopConfig: model must be a Model, not str ('openai:gpt-4o-mini'): for a model "
+        "named by a str, pass resolve_model('openai:gpt-4o-mini') "
+        "(agentcore_fsm.core.model_names)"
+    )
+    config = AgentLoopConfig(model=resolve_model("openai:gpt-4o-mini"))
+    assert config.model.provider == "openai"
