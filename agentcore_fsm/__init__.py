@@ -34,6 +34,7 @@ from agentcore_fsm.core.config import (
 )
 from agentcore_fsm.core.declared import MachineInputError
 from agentcore_fsm.core.events import AgentEndEvent, AgentEvent, AssistantMessageEvent
+from agentcore_fsm.core.limits import LimitReached, RunUsage, UsageLimits
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import (
     AgentMessage,
@@ -144,6 +145,7 @@ __all__ = [
     "BeforeToolCallResult",
     "FauxProvider",
     "ImageContent",
+    "LimitReached",
     "LoopMachine",
     "MachineInputError",
     "MemoryRunStore",
@@ -155,6 +157,7 @@ __all__ = [
     "RunStore",
     "RunStoreError",
     "RunSuspended",
+    "RunUsage",
     "ShouldStopAfterTurnContext",
     "SqliteRunStore",
     "Step",
@@ -164,6 +167,7 @@ __all__ = [
     "ToolCall",
     "ToolResultMessage",
     "Usage",
+    "UsageLimits",
     "UserMessage",
     "__version__",
     "agent_loop",

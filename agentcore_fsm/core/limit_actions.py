@@ -1,0 +1,231 @@
+"""The loop's side of usage limits: the guards and emit actions of ``states/agent_loop.toml``'s
+block "usage limits", and the counting the declared variable ``usage`` gets (see
+docs/policies.md#usage-limits and :mod:`agentcore_fsm.core.limits`).
+
+:class:`LimitActions` is a base of :class:`~agentcore_fsm.core.loop_actions.LoopActions`. Two
+declared variables hold everything a limit decides by: ``usage`` (a
+:class:`~agentcore_fsm.core.limits.RunUsage`, written by the input ``start`` — the run's start
+time — the effect ``call_model`` — a request — and the emit actions ``turn_start`` — a turn —
+and ``assistant_end`` — a response's tokens, cost and tool calls) and ``limit_reached`` (the
+:class:`~agentcore_fsm.core.limits.LimitReached` that ``agent_end`` carries). Both stay None in a
+run without limits: each counting point costs that run one ``is None`` check, nothing more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from agentcore_fsm.core.config import AgentContext, AgentLoopConfig
+from agentcore_fsm.core.events import (
+    AgentEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    TurnEndEvent,
+)
+from agentcore_fsm.core.limits import (
+    NOT_RUN_TEXT,
+    LimitReached,
+    RunUsage,
+    check_batch,
+    check_request,
+    deadline_ms,
+    last_turn_due,
+)
+from agentcore_fsm.core.messages import (
+    AgentMessage,
+    AssistantMessage,
+    Model,
+    TextContent,
+    ToolResultMessage,
+)
+from agentcore_fsm.core.tools import error_result
+
+__all__ = ["LIMIT_TEXT", "LimitActions"]
+
+LIMIT_TEXT = "Usage limit reached: {text}"
+"""The ``error_message`` of the assistant message that closes a turn a limit stopped."""
+
+
+class LimitActions:
+    """The usage-limit guards, emit actions and counting of the loop machine (a base of
+    ``LoopActions``; the attributes below are the loop's)."""
+
+    config: AgentLoopConfig
+    context: AgentContext
+    model: Model
+    new_messages: list[AgentMessage]
+    _final: AssistantMessage | None
+    _partial: AssistantMessage | None
+    _out: list[Any]
+    vars: Any
+    now: int
+
+    if TYPE_CHECKING:  # the loop's, from DeclaredMachine (later in the MRO: no stub here)
+
+        def set_var(self, by: str, name: str, value: Any) -> None: ...
+
+    def append_message(self, message: AgentMessage) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _failure_message(self, partial: AssistantMessage | None) -> AssistantMessage:
+        raise NotImplementedError  # pragma: no cover - the loop's
+
+    def _init_limits(self) -> None:
+        self._limit_results: list[ToolResultMessage] = []
+
+    @property
+    def usage(self) -> RunUsage | None:
+        """What the run used so far (the declared variable ``usage``), or None in a run
+        without usage limits."""
+        return self.vars.usage  # type: ignore[no-any-return]
+
+    @property
+    def deadline(self) -> int | None:
+        """The time (ms) the run's deadline passes at (``UsageLimits.seconds`` after its start),
+        or None without one."""
+        return deadline_ms(self.config.limits, self.vars.usage)
+
+    # --- counting (each called by a declared setter, only when limits are set) ---------------
+
+    def _count_start(self) -> None:
+        limits = self.config.limits
+        assert limits is not None
+        base = limits.used_before if limits.used_before is not None else RunUsage()
+        self.set_var("start", "usage", replace(base, started_at=self.now))
+
+    def _count_request(self) -> None:
+        usage = self.vars.usage
+        self.set_var("call_model", "usage", replace(usage, requests=usage.requests + 1))
+
+    def _count_turn(self) -> None:
+        usage = self.vars.usage
+        if usage is not None:  # None: a turn_start before the run's start (not in a run)
+            self.set_var("turn_start", "usage", replace(usage, turns=usage.turns + 1))
+
+    def _count_response(self, message: AssistantMessage) -> None:
+        self.set_var("assistant_end", "usage", self._usage_after(message))
+
+    def _usage_after(self, message: AssistantMessage) -> RunUsage:
+        usage: RunUsage = self.vars.usage
+        # the context the request was made from: every message before the response
+        counted = usage.responded(message, len(self.context.messages))
+        calls = len(message.tool_calls())
+        return replace(counted, tool_calls=counted.tool_calls + calls) if calls else counted
+
+    def _request_context(self) -> AgentContext:
+        """What the model request is made with: the run's context, or, for the last request
+        the limits allow (``last_turn_without_tools``), a copy without tools whose system
+        prompt ends with the limits' instruction (the transcript does not change)."""
+        limits = self.config.limits
+        context = self.context
+        if limits is None or not last_turn_due(limits, self.vars.usage):
+            return context
+        prompt = context.system_prompt
+        instruction = limits.last_turn_instruction
+        return AgentContext(
+            f"{prompt}\n\n{instruction}" if prompt else instruction, context.messages, []
+        )
+
+    # --- guards -----------------------------------------------------------------------------
+
+    def _guard_request_over_limit(self) -> bool:
+        return self.config.limits is not None and self._request_limit() is not None
+
+    def _guard_batch_over_limit(self) -> bool:
+        return self.config.limits is not None and self._batch_limit() is not None
+
+    def _guard_deadline_passed(self) -> bool:
+        deadline = self.deadline
+        return deadline is not None and self.now >= deadline
+
+    def _request_limit(self) -> LimitReached | None:
+        limits = self.config.limits
+        assert limits is not None
+        context = self.context
+        return check_request(
+            limits, self.vars.usage, context.messages, context.system_prompt, self.model, self.now
+        )
+
+    def _batch_limit(self) -> LimitReached | None:
+        limits = self.config.limits
+        final = self._final
+        assert limits is not None and final is not None
+        usage = self._usage_after(final)
+        return check_batch(limits, usage, len(final.tool_calls()), self.now)
+
+    # --- emit actions -----------------------------------------------------------------------
+
+    def _emit_limit_turn(self) -> None:
+        reached = self._request_limit()
+        assert reached is not None
+        self.set_var("limit_turn", "limit_reached", reached)
+        model = self.model
+        self._final = AssistantMessage(
+            content=[TextContent(text="")],
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason="aborted",
+            error_message=LIMIT_TEXT.format(text=reached.text()),
+            timestamp=self.now,
+        )
+
+    def _emit_limit_calls(self) -> None:
+        final = self._final
+        assert final is not None
+        # the response is counted (assistant_end ran): the check sees the batch's usage as is
+        limits = self.config.limits
+        assert limits is not None
+        reached = check_batch(limits, self.vars.usage, len(final.tool_calls()), self.now)
+        assert reached is not None
+        self.set_var("limit_calls", "limit_reached", reached)
+        out = self._out
+        results: list[ToolResultMessage] = []
+        for call in final.tool_calls():
+            result = error_result(NOT_RUN_TEXT.format(name=call.name, limit=reached.text()))
+            out.append(
+                ToolExecutionStartEvent(
+                    tool_call_id=call.id, tool_name=call.name, args=call.arguments
+                )
+            )
+            out.append(
+                ToolExecutionEndEvent(
+                    tool_call_id=call.id, tool_name=call.name, result=result, is_error=True
+                )
+            )
+            message = ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=result.content,
+                details=result.details,
+                is_error=True,
+                timestamp=self.now,
+            )
+            self.append_message(message)
+            results.append(message)
+        self._limit_results = results
+
+    def _emit_limit_turn_end(self) -> None:
+        self.set_var("limit_turn_end", "turn_open", False)
+        event: AgentEvent = TurnEndEvent(message=self._final, tool_results=self._limit_results)
+        self._out.append(event)
+
+    def _emit_limit_deadline(self) -> None:
+        limits = self.config.limits
+        usage = self.vars.usage
+        assert limits is not None and limits.seconds is not None and usage is not None
+        elapsed = (self.now - usage.started_at) / 1000
+        reached = LimitReached(
+            limit="seconds", maximum=limits.seconds, used=elapsed, where="deadline"
+        )
+        self.set_var("limit_deadline", "limit_reached", reached)
+
+    def _emit_deadline_message(self) -> None:
+        if self._final is not None:
+            return
+        message = self._failure_message(self._partial)
+        reached = self.vars.limit_reached
+        if reached is not None:
+            message.error_message = LIMIT_TEXT.format(text=reached.text())
+        self._final = message
