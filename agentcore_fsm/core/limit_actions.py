@@ -2,13 +2,16 @@
 block "usage limits", and the counting the declared variable ``usage`` gets (see
 docs/policies.md#usage-limits and :mod:`agentcore_fsm.core.limits`).
 
-:class:`LimitActions` is a base of :class:`~agentcore_fsm.core.loop_actions.LoopActions`. Two
-declared variables hold everything a limit decides by: ``usage`` (a
-:class:`~agentcore_fsm.core.limits.RunUsage`, written by the input ``start`` — the run's start
-time — the effect ``call_model`` — a request — and the emit actions ``turn_start`` — a turn —
-and ``assistant_end`` — a response's tokens, cost and tool calls) and ``limit_reached`` (the
-:class:`~agentcore_fsm.core.limits.LimitReached` that ``agent_end`` carries). Both stay None in a
-run without limits: each counting point costs that run one ``is None`` check, nothing more.
+:class:`LimitActions` is a base of :class:`~agentcore_fsm.core.loop_actions.LoopActions`. Three
+declared variables hold everything a limit decides by. ``usage``, a
+:class:`~agentcore_fsm.core.limits.RunUsage`, is written by the input ``start`` (the run's start
+time), the emit actions ``turn_start`` (a turn), ``assistant_end`` (a response's tokens and cost,
+and its request) and ``begin_calls`` (a batch's calls, once it may run). ``requested`` is set by
+the effect ``call_model`` and cleared by ``assistant_end``, so that a request asked for again by
+a resumed run counts once. ``limit_reached`` is the
+:class:`~agentcore_fsm.core.limits.LimitReached` that ``agent_end`` carries. In a run without
+limits ``usage`` and ``limit_reached`` stay None and ``requested`` False: each counting point
+costs that run one ``is None`` check, nothing more.
 """
 
 from __future__ import annotations
@@ -95,8 +98,9 @@ class LimitActions:
         self.set_var("start", "usage", replace(base, started_at=self.now))
 
     def _count_request(self) -> None:
-        usage = self.vars.usage
-        self.set_var("call_model", "usage", replace(usage, requests=usage.requests + 1))
+        # counted when its response ends (assistant_end): a request made again by a resumed
+        # run (its effect asked for again) is one request, not two
+        self.set_var("call_model", "requested", True)
 
     def _count_turn(self) -> None:
         usage = self.vars.usage
@@ -105,13 +109,23 @@ class LimitActions:
 
     def _count_response(self, message: AssistantMessage) -> None:
         self.set_var("assistant_end", "usage", self._usage_after(message))
+        if self.vars.requested:
+            self.set_var("assistant_end", "requested", False)
+
+    def _count_calls(self) -> None:
+        usage = self.vars.usage
+        calls = len(self._final.tool_calls()) if self._final is not None else 0
+        self.set_var("begin_calls", "usage", replace(usage, tool_calls=usage.tool_calls + calls))
 
     def _usage_after(self, message: AssistantMessage) -> RunUsage:
         usage: RunUsage = self.vars.usage
         # the context the request was made from: every message before the response
         counted = usage.responded(message, len(self.context.messages))
-        calls = len(message.tool_calls())
-        return replace(counted, tool_calls=counted.tool_calls + calls) if calls else counted
+        return replace(counted, requests=counted.requests + 1) if self.vars.requested else counted
+
+    @staticmethod
+    def _with_batch(usage: RunUsage, batch: int) -> RunUsage:
+        return replace(usage, tool_calls=usage.tool_calls + batch)
 
     def _request_context(self) -> AgentContext:
         """What the model request is made with: the run's context, or, for the last request
@@ -151,8 +165,10 @@ class LimitActions:
         limits = self.config.limits
         final = self._final
         assert limits is not None and final is not None
-        usage = self._usage_after(final)
-        return check_batch(limits, usage, len(final.tool_calls()), self.now)
+        batch = len(final.tool_calls())
+        return check_batch(
+            limits, self._with_batch(self._usage_after(final), batch), batch, self.now
+        )
 
     # --- emit actions -----------------------------------------------------------------------
 
@@ -174,10 +190,11 @@ class LimitActions:
     def _emit_limit_calls(self) -> None:
         final = self._final
         assert final is not None
-        # the response is counted (assistant_end ran): the check sees the batch's usage as is
+        # the response is counted (assistant_end ran); its batch, which does not run, is not
         limits = self.config.limits
         assert limits is not None
-        reached = check_batch(limits, self.vars.usage, len(final.tool_calls()), self.now)
+        batch = len(final.tool_calls())
+        reached = check_batch(limits, self._with_batch(self.vars.usage, batch), batch, self.now)
         assert reached is not None
         self.set_var("limit_calls", "limit_reached", reached)
         out = self._out

@@ -210,7 +210,8 @@ def _figure(value: float) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunUsage:
-    """What a run (or an Agent's session) has used so far: model ``requests`` made, ``turns``
+    """What a run (or an Agent's session) has used so far: model ``requests`` made (each
+    counted when its response ends, or when it is cut), ``turns``
     begun, ``tool_calls`` let run, tokens and ``cost_usd`` as the responses reported them;
     ``context_tokens`` (the input the last response reported: its whole request) and
     ``context_messages`` (how many messages that request held) feed the estimate of the next
@@ -407,9 +408,10 @@ def deadline_ms(limits: UsageLimits | None, usage: RunUsage | None) -> int | Non
 
 def last_turn_due(limits: UsageLimits, usage: RunUsage) -> bool:
     """Whether the request about to be made is the last the request or turn limit allows (and
-    the limits ask for a last turn without tools). ``usage`` counts the request already."""
+    the limits ask for a last turn without tools). ``usage`` counts the turn (at its
+    ``turn_start``), not the request (counted with its response)."""
     if not limits.last_turn_without_tools:
         return False
-    return (limits.requests is not None and usage.requests >= limits.requests) or (
+    return (limits.requests is not None and usage.requests + 1 >= limits.requests) or (
         limits.turns is not None and usage.turns >= limits.turns
     )

@@ -80,6 +80,7 @@ class LoopVars:
     output_problem: str | None
     output_retries_used: int
     usage: RunUsage | None
+    requested: bool
     limit_reached: LimitReached | None
 
 
@@ -426,6 +427,8 @@ class LoopActions(OutputActions, LimitActions, DeclaredMachine):
             )
             self.set_var("begin_calls", "parallel", parallel)
             self._make_calls(parallel)
+            if self.config.limits is not None:
+                self._count_calls()
         self._advance_calls()
 
     def _emit_run_calls(self) -> None:
