@@ -176,6 +176,9 @@ class LimitActions:
         reached = self._request_limit()
         assert reached is not None
         self.set_var("limit_turn", "limit_reached", reached)
+        usage = self.vars.usage
+        # the turn made no request: it is not counted (its message says why it was cut)
+        self.set_var("limit_turn", "usage", replace(usage, turns=usage.turns - 1))
         model = self.model
         self._final = AssistantMessage(
             content=[TextContent(text="")],
@@ -197,9 +200,17 @@ class LimitActions:
         reached = check_batch(limits, self._with_batch(self.vars.usage, batch), batch, self.now)
         assert reached is not None
         self.set_var("limit_calls", "limit_reached", reached)
+        calls = final.tool_calls()
+        # in the order the batch's mode gives results (the grammar's R4): one at a time, each
+        # call's result right after its end; in parallel, every start and end, then the results
+        sequential = self.config.tool_execution == "sequential" or any(
+            t.execution_mode == "sequential" and any(c.name == t.name for c in calls)
+            for t in self.context.tools
+        )
         out = self._out
         results: list[ToolResultMessage] = []
-        for call in final.tool_calls():
+        pending: list[ToolResultMessage] = []
+        for call in calls:
             result = error_result(NOT_RUN_TEXT.format(name=call.name, limit=reached.text()))
             out.append(
                 ToolExecutionStartEvent(
@@ -219,8 +230,13 @@ class LimitActions:
                 is_error=True,
                 timestamp=self.now,
             )
-            self.append_message(message)
             results.append(message)
+            if sequential:
+                self.append_message(message)
+            else:
+                pending.append(message)
+        for message in pending:
+            self.append_message(message)
         self._limit_results = results
 
     def _emit_limit_turn_end(self) -> None:

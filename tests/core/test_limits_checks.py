@@ -280,7 +280,8 @@ def test_a_request_that_would_go_over_closes_its_turn_with_the_limit_named() -> 
     assert cut.error_message == LIMIT_TEXT.format(text=reached.text())
     # the cut turn made no request
     assert not [e for e in step.effects if isinstance(e, CallModel)]
-    assert m.usage is not None and m.usage.requests == 1 and m.usage.turns == 2
+    # the cut turn made no request and is not counted
+    assert m.usage is not None and m.usage.requests == 1 and m.usage.turns == 1
 
 
 def test_the_last_request_goes_without_tools_and_with_the_instruction() -> None:
