@@ -34,6 +34,7 @@ from agentcore_fsm.core.config import (
 )
 from agentcore_fsm.core.declared import MachineInputError
 from agentcore_fsm.core.events import AgentEndEvent, AgentEvent, AssistantMessageEvent
+from agentcore_fsm.core.limits import LimitReached, RunUsage, UsageLimits
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import (
     AgentMessage,
@@ -171,6 +172,7 @@ __all__ = [
     "BeforeToolCallResult",
     "FauxProvider",
     "ImageContent",
+    "LimitReached",
     "LoopMachine",
     "MachineInputError",
     "MemoryRunStore",
@@ -182,6 +184,7 @@ __all__ = [
     "RunStore",
     "RunStoreError",
     "RunSuspended",
+    "RunUsage",
     "ShouldStopAfterTurnContext",
     "SqliteRunStore",
     "Step",
@@ -191,6 +194,7 @@ __all__ = [
     "ToolCall",
     "ToolResultMessage",
     "Usage",
+    "UsageLimits",
     "UserMessage",
     "__version__",
     "agent_loop",

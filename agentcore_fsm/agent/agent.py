@@ -53,7 +53,7 @@ from agentcore_fsm.agent.lifecycle import Lifecycle
 from agentcore_fsm.agent.listeners import AgentListener, Listeners
 from agentcore_fsm.agent.queues import QueueMode, as_message, as_prompts, dequeue
 from agentcore_fsm.agent.session import SessionLease, free_ended_run, read_session
-from agentcore_fsm.agent.state import AgentState
+from agentcore_fsm.agent.state import AgentState, UsageLimits
 from agentcore_fsm.agent.sync import check_no_running_loop
 from agentcore_fsm.core import checks
 from agentcore_fsm.core.abort import AbortController, AbortSignal
@@ -222,6 +222,7 @@ class Agent:
         approval_timeout_s: float | None = None,
         session_wait_s: float | None = 0.0,
         deps: Any = None,
+        limits: UsageLimits | None = None,
     ) -> None:
         # a model named by a str ("openai:gpt-4o-mini") is described now (core.model_names)
         model = (
@@ -233,7 +234,7 @@ class Agent:
             raise TypeError(
                 f"Agent: options must be a ModelCallOptions or None, not {type(options).__name__}"
             )
-        self._state = AgentState(system_prompt, model, thinking_level, tools, messages)
+        self._state = AgentState(system_prompt, model, thinking_level, tools, messages, limits)
         self.stream_fn = stream_fn
         self.convert_to_llm = convert_to_llm
         self.transform_context = transform_context
@@ -585,6 +586,7 @@ class Agent:
         input: str | AgentMessage | Sequence[AgentMessage],
         images: Sequence[ImageContent] | None = None,
         output_type: Any = None,
+        limits: UsageLimits | None = None,
     ) -> list[AgentMessage]:
         """Run the loop with a prompt: a text (with optional images), one message or a list
         of messages. Returns the messages the run created, once the run and every listener
@@ -600,7 +602,7 @@ class Agent:
         self._check_not_interrupted()
         prompts = as_prompts(input, images)
         fn = self._stream_fn()
-        return await self._run(prompts, fn, output=output_type)
+        return await self._run(prompts, fn, output=output_type, limits=limits)
 
     async def continue_(self) -> list[AgentMessage]:
         """Continue from the transcript as it is.
@@ -709,6 +711,7 @@ class Agent:
         resume: str | None = None,
         decide: Callable[[], tuple[list[AgentMessage] | None, bool]] | None = None,
         output: Any = None,
+        limits: UsageLimits | None = None,
     ) -> list[AgentMessage]:
         """One run. ``decide``: called once the session is held, it gives the prompts and
         ``skip_initial_steering`` (a raise refuses the run, the session given back)."""
@@ -738,7 +741,7 @@ class Agent:
                     "run_id": uuid.uuid4().hex,
                     "session_id": self.options.session_id,
                 }
-        config = self._loop_config(skip_initial_steering)
+        config = state.limited(self._loop_config(skip_initial_steering), limits)
         context = AgentContext(state.system_prompt, list(state.messages), list(state.tools))
         state.begin_run()
         self._approvals.suspending = False

@@ -13,8 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, get_args
 
+from agentcore_fsm.agent.limits import check_limits, run_limits
 from agentcore_fsm.core.approval import ApprovalRequest
 from agentcore_fsm.core.boundary import coerce_messages
+from agentcore_fsm.core.config import AgentLoopConfig
+from agentcore_fsm.core.limit_actions import LIMIT_TEXT
+from agentcore_fsm.core.limits import RunUsage, UsageLimits
 from agentcore_fsm.core.messages import (
     AgentMessage,
     AssistantMessage,
@@ -26,7 +30,7 @@ from agentcore_fsm.core.messages import (
 from agentcore_fsm.core.model_names import resolve_model
 from agentcore_fsm.core.tools import AgentTool
 
-__all__ = ["ABORTED_TEXT", "REQUEST_ABORTED", "AgentState", "check_choice"]
+__all__ = ["ABORTED_TEXT", "REQUEST_ABORTED", "AgentState", "UsageLimits", "check_choice"]
 
 REQUEST_ABORTED = "Request was aborted"
 ABORTED_TEXT = "Operation aborted"
@@ -73,6 +77,7 @@ class AgentState:
     __slots__ = (
         "_error_message",
         "_is_streaming",
+        "_limits",
         "_messages",
         "_model",
         "_pending_approvals",
@@ -81,6 +86,7 @@ class AgentState:
         "_system_prompt",
         "_thinking_level",
         "_tools",
+        "_usage",
     )
 
     def __init__(
@@ -90,7 +96,10 @@ class AgentState:
         thinking_level: ThinkingLevel,
         tools: Iterable[AgentTool],
         messages: Iterable[AgentMessage],
+        limits: UsageLimits | None = None,
     ) -> None:
+        self.limits = limits
+        self._usage = RunUsage()
         self.system_prompt = system_prompt
         self.model = model
         self.thinking_level = thinking_level
@@ -103,6 +112,37 @@ class AgentState:
         self._error_message: str | None = None
 
     # --- configuration of the next run ------------------------------------------------------
+
+    @property
+    def limits(self) -> UsageLimits | None:
+        """The session's usage limits (docs/policies.md#an-agents-limits): they bound all the
+        agent's runs together, counted from :attr:`usage`. None: no session limits."""
+        return self._limits
+
+    @limits.setter
+    def limits(self, value: UsageLimits | None) -> None:
+        self._limits = check_limits("limits", value)
+
+    @property
+    def usage(self) -> RunUsage:
+        """What the session's runs used so far, as their usage limits count it (the counters
+        the last run with limits ended with; a run without limits counts nothing). Assign a
+        ``RunUsage()`` to start counting afresh."""
+        return self._usage
+
+    @usage.setter
+    def usage(self, value: RunUsage) -> None:
+        if not isinstance(value, RunUsage):
+            raise TypeError(f"usage must be a RunUsage, not {type(value).__name__}")
+        self._usage = value
+
+    def limited(self, config: AgentLoopConfig, prompt: UsageLimits | None) -> AgentLoopConfig:
+        """``config`` with the limits of the next run: the session's and the prompt's
+        ``prompt`` (see :mod:`agentcore_fsm.agent.limits`)."""
+        limits = run_limits(self._limits, prompt, self._usage)
+        if limits is not None:
+            config.limits = limits
+        return config
 
     @property
     def system_prompt(self) -> str:
@@ -217,6 +257,12 @@ class AgentState:
             self._streaming_message = None
             if event.reason == "aborted" and self._error_message is None:
                 self._error_message = REQUEST_ABORTED
+            usage = getattr(event, "usage", None)
+            if usage is not None:  # a run with limits: its counters, from the session's on
+                self._usage = usage
+            limit = getattr(event, "limit", None)
+            if limit is not None and self._error_message is None:
+                self._error_message = LIMIT_TEXT.format(text=limit.text())
 
     def begin_run(self) -> None:
         """A run starts: streaming, no message in flight, no error yet."""

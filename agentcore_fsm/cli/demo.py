@@ -44,6 +44,11 @@ and exits with status 1. Tool errors are shown as they happen, and a run that co
 them says so in its outcome line and diagram.
 
 The output is plain ASCII, so it reads the same in any terminal or log.
+
+Last, the demo shows a budget being reached (:mod:`agentcore_fsm.cli.demo_budget`): the same
+question once more, with ``UsageLimits(tool_calls=3)``; the batch of reads that would go over it
+does not run, each of its calls is answered, and the run ends with reason ``limit``. Its lines
+come after the summary; they do not change the session's outcome or exit status.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ import anyio
 from pydantic_core import to_jsonable_python
 
 from agentcore_fsm.cli.calculator import calculator_tool
+from agentcore_fsm.cli.demo_budget import run_budget
 from agentcore_fsm.cli.diagram import output_file_problem
 from agentcore_fsm.core.approval import ApprovalDecision, ApprovalRequest
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
@@ -562,6 +568,14 @@ def main(argv: list[str]) -> int:
         messages, records, end_reason, times = anyio.run(
             run_demo, workspace, out, args.delay, backend="trio"
         )
+        budget = anyio.run(  # a budget reached (docs/demo.md)
+            run_budget,
+            QUESTION,
+            make_workspace,
+            lambda root: [*file_tools(root), calculator_tool()],
+            scripted_model,
+            backend="trio",
+        )
     final = messages[-1]
     if args.out is not None:
         target = Path(args.out)
@@ -610,6 +624,8 @@ def main(argv: list[str]) -> int:
     print(f"run steps (Markdown): {steps}")
     if svg is not None:
         print(f"run diagram (SVG): {svg}")
+    print()
+    print("\n".join(budget))
     if failure is not None:
         what = "was aborted" if end_reason == "aborted" else "ended with an error"
         print(f"agentcore-fsm demo: the run {what}: {failure}", file=sys.stderr)

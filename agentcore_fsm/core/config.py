@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, get_args
 
 from agentcore_fsm.core import checks
 from agentcore_fsm.core.abort import AbortSignal
+from agentcore_fsm.core.limits import UsageLimits
 from agentcore_fsm.core.messages import (
     AgentMessage,
     AssistantMessage,
@@ -280,6 +281,7 @@ class AgentLoopConfig(ModelCallOptions):
         "decide_approval": checks.callable_or_none,
         "approval_timeout_s": checks.duration_or_none,
         "output": checks.instance_or_none(OutputSpec, "an OutputSpec (see output_spec)"),
+        "limits": checks.instance_or_none(UsageLimits, "a UsageLimits"),
     }
 
     model: Model
@@ -306,7 +308,10 @@ class AgentLoopConfig(ModelCallOptions):
     output: OutputSpec | None = None
     """The structured output the run must end with (docs/output.md): made by
     :func:`~agentcore_fsm.core.output.output_spec`, or by ``run_agent_loop(output_type=...)``."""
+    limits: UsageLimits | None = None
+    """Usage limits of the run (docs/policies.md#usage-limits): requests, turns, tool calls,
+    tokens, cost, wall-clock time; a run that reaches one ends with ``reason="limit"``."""
 
 
 AssistantFinal: TypeAlias = AssistantMessage
-StopKind: TypeAlias = Literal["completed", "stopped", "aborted", "error"]
+StopKind: TypeAlias = Literal["completed", "stopped", "aborted", "error", "limit"]

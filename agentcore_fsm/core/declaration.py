@@ -29,7 +29,7 @@ __all__ = [
     "parse_declaration",
 ]
 
-REASONS = ("completed", "stopped", "aborted", "error")
+REASONS = ("completed", "stopped", "aborted", "error", "limit")
 STREAM_HANDLING = ("start", "update", "finish")
 """How a stream event kind is handled (``[stream_events]``): ``start`` begins the assistant
 message, ``update`` is a ``message_update`` of a started message (the hot path), ``finish``

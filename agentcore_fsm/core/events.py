@@ -27,6 +27,7 @@ from pydantic import ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
 from agentcore_fsm.core.data import Data
+from agentcore_fsm.core.limits import LimitReached, RunUsage
 from agentcore_fsm.core.messages import (
     AgentMessageField,
     AssistantMessage,
@@ -265,7 +266,7 @@ STREAM_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(
 
 # --- agent events: what the loop emits ------------------------------------------------------
 
-AgentEndReason: TypeAlias = Literal["completed", "stopped", "aborted", "error"]
+AgentEndReason: TypeAlias = Literal["completed", "stopped", "aborted", "error", "limit"]
 """How a run ended (``AgentEndEvent.reason``)."""
 
 
@@ -292,6 +293,13 @@ class AgentEndEvent(EventData):
     as JSON data (pydantic's JSON mode: models as dicts, dates as ISO text ...); None
     otherwise, and then left out of the event's dump (a run without an output type has the
     same wire form as before). The typed value is on the run's result."""
+    limit: Annotated[LimitReached | None, Field(exclude_if=_is_none)] = None
+    """A run that ended with ``reason="limit"`` (docs/policies.md#usage-limits): which limit
+    of its :class:`~agentcore_fsm.core.limits.UsageLimits` ended it, and the figures; None
+    otherwise, and then left out of the event's dump."""
+    usage: Annotated[RunUsage | None, Field(exclude_if=_is_none)] = None
+    """A run with usage limits: what it used (its counters, from its limits' ``used_before``
+    on); None for a run without limits, and then left out of the event's dump."""
 
 
 @dataclass(slots=True, kw_only=True)

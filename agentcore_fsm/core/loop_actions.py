@@ -29,6 +29,8 @@ from agentcore_fsm.core.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
+from agentcore_fsm.core.limit_actions import LimitActions
+from agentcore_fsm.core.limits import LimitReached, RunUsage
 from agentcore_fsm.core.messages import (
     AgentMessage,
     AssistantMessage,
@@ -77,9 +79,12 @@ class LoopVars:
     outcome: str | None
     output_problem: str | None
     output_retries_used: int
+    usage: RunUsage | None
+    requested: bool
+    limit_reached: LimitReached | None
 
 
-class LoopActions(OutputActions, DeclaredMachine):
+class LoopActions(OutputActions, LimitActions, DeclaredMachine):
     """The loop machine's data, its readings and its declared guards, emit actions and effects
     (the base of :class:`~agentcore_fsm.core.machine.LoopMachine`; not run on its own)."""
 
@@ -111,6 +116,8 @@ class LoopActions(OutputActions, DeclaredMachine):
             "output",
             "_output_results",
             "_retry_text",
+            # usage limits' data: the result messages of a batch a limit kept from running
+            "_limit_results",
         }
     )
 
@@ -152,6 +159,7 @@ class LoopActions(OutputActions, DeclaredMachine):
         self._final: AssistantMessage | None = None
         self._calls: list[ToolCallMachine] = []
         self._init_output()  # structured output (core/output_actions.py)
+        self._init_limits()  # usage limits (core/limit_actions.py)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -381,6 +389,8 @@ class LoopActions(OutputActions, DeclaredMachine):
     def _emit_turn_start(self) -> None:
         self._new_turn("turn_start")
         self.set_var("turn_start", "turn_open", True)
+        if self.config.limits is not None:
+            self._count_turn()
         self._out.append(TurnStartEvent())
 
     def _emit_prompt_messages(self) -> None:
@@ -403,6 +413,8 @@ class LoopActions(OutputActions, DeclaredMachine):
         if not self.vars.message_started:
             self.set_var("assistant_end", "message_started", True)
             self._out.append(MessageStartEvent(message=final))
+        if self.config.limits is not None:
+            self._count_response(final)
         self.context.messages.append(final)
         self.new_messages.append(final)
         self._out.append(MessageEndEvent(message=final))
@@ -415,6 +427,8 @@ class LoopActions(OutputActions, DeclaredMachine):
             )
             self.set_var("begin_calls", "parallel", parallel)
             self._make_calls(parallel)
+            if self.config.limits is not None:
+                self._count_calls()
         self._advance_calls()
 
     def _emit_run_calls(self) -> None:
@@ -463,6 +477,8 @@ class LoopActions(OutputActions, DeclaredMachine):
                 messages=list(self.new_messages),
                 reason=spec.reason,  # type: ignore[arg-type]
                 output=self.output,
+                limit=self.vars.limit_reached,
+                usage=self.vars.usage,
             )
         )
 
@@ -477,7 +493,11 @@ class LoopActions(OutputActions, DeclaredMachine):
     def _effect_call_model(self) -> None:
         self.set_var("call_model", "first_turn", False)
         self._new_turn("call_model")
-        self._effects.append(CallModel(self.context, self.model, self.reasoning))
+        context = self.context
+        if self.config.limits is not None:
+            self._count_request()
+            context = self._request_context()
+        self._effects.append(CallModel(context, self.model, self.reasoning))
 
     def _effect_call_prepare_next_turn(self) -> None:
         self._effects.append(CallHook("prepare_next_turn", self._turn_context()))

@@ -290,6 +290,8 @@ class LoopMachine(LoopActions):
 
     def _on_start(self, input: Start) -> Step:
         self._check("start")
+        if self.config.limits is not None:
+            self._count_start()  # the run's start time and counters (usage limits)
         self.fire("start")
         return self._take_step()
 

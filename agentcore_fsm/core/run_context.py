@@ -34,10 +34,18 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agentcore_fsm.core.abort import AbortController, AbortSignal
 from agentcore_fsm.core.events import MessageEndEvent
+from agentcore_fsm.core.limits import RunUsage
 from agentcore_fsm.core.messages import Cost, ImageContent, TextContent, Usage
 from agentcore_fsm.core.tools import AgentToolResult, ToolUpdateCallback
 
-__all__ = ["RunContext", "RunScope", "bind_run", "current_run", "to_tool_result"]
+__all__ = [
+    "RunContext",
+    "RunScope",
+    "bind_run",
+    "current_run",
+    "current_scope",
+    "to_tool_result",
+]
 
 DepsT = TypeVar("DepsT")
 
@@ -52,11 +60,24 @@ class RunScope:
     ``usage`` (the usage of the model responses the run has completed so far, or None when
     the run does not count it; see :meth:`watch`)."""
 
-    __slots__ = ("_usages", "deps")
+    __slots__ = ("_run_usage", "_usages", "deps")
 
     def __init__(self, deps: Any = None) -> None:
         self.deps = deps
         self._usages: list[Usage] | None = None
+        self._run_usage: Callable[[], RunUsage | None] | None = None
+
+    @property
+    def run_usage(self) -> RunUsage | None:
+        """A run with usage limits (``config.limits``, docs/policies.md#usage-limits): its
+        counters at this moment (requests, turns, tool calls, tokens, cost, as its limits
+        count them); None in a run without limits."""
+        read = self._run_usage
+        return read() if read is not None else None
+
+    def follow_usage(self, read: Callable[[], RunUsage | None]) -> None:
+        """Read :attr:`run_usage` through ``read`` (the driver of a run with limits)."""
+        self._run_usage = read
 
     @property
     def usage(self) -> Usage | None:
@@ -122,6 +143,11 @@ class bind_run:  # named as the function it replaces: ``with bind_run(deps) as s
         token, self.token = self.token, None
         if token is not None:
             _CURRENT.reset(token)
+
+
+def current_scope() -> RunScope | None:
+    """The scope of the run this code is part of, or None outside a run."""
+    return _CURRENT.get()
 
 
 def current_run() -> RunScope:
@@ -199,6 +225,12 @@ class RunContext(Generic[DepsT]):
         taking a ``RunContext`` when it started)."""
         counted = self._scope.usage if self._scope is not None else None
         return counted if counted is not None else Usage()
+
+    @property
+    def run_usage(self) -> RunUsage | None:
+        """The counters of a run with usage limits (see :attr:`RunScope.run_usage`); None
+        outside a run or in a run without limits."""
+        return self._scope.run_usage if self._scope is not None else None
 
     def report(self, partial: Any) -> None:
         """Report progress: ``partial`` (anything a function tool may return, see

@@ -218,13 +218,13 @@ class GrammarChecker:
             raise self._fail(
                 "T.end_reason", f"the last message stopped with error; reason={reason}"
             )
-        if stop == "aborted" and reason != "aborted":
+        if stop == "aborted" and reason not in ("aborted", "limit"):  # limit: policies.md
             raise self._fail(
                 "T.end_reason", f"the last message stopped with aborted; reason={reason}"
             )
         if reason == "error" and stop != "error":
             raise self._fail("T.end_reason", f"reason=error but the last message stopped {stop}")
-        if reason not in ("completed", "stopped", "aborted", "error"):
+        if reason not in ("completed", "stopped", "aborted", "error", "limit"):
             raise self._fail("T.end_reason", f"unknown reason {reason!r}")
 
     def _on_turn_start(self, event: Any) -> None:

@@ -33,6 +33,7 @@ from agentcore_fsm.core.protocol import Step
 from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.runtime.arguments import check_run_arguments
 from agentcore_fsm.runtime.engine import Driver, Emit
+from agentcore_fsm.runtime.limits import run_limited
 from agentcore_fsm.runtime.observer import RunObserver, RunStart, RunWatch, select_observers
 from agentcore_fsm.runtime.output_run import output_run
 from agentcore_fsm.runtime.recording import Journaled, Recorder
@@ -181,7 +182,30 @@ async def _drive(
     resumed: bool,
     on_transition: Callable[[TransitionRecord], None] | None = None,
     clock: Callable[[], int] = now_ms,
+    limited: bool = False,
 ) -> list[AgentMessage]:
+    if machine.config.limits is not None and not limited:  # usage limits: runtime/limits.py
+        return await run_limited(
+            machine,
+            signal,
+            control,
+            clock,
+            lambda s, c: _drive(
+                machine,
+                first,
+                stream_fn,
+                emit,
+                s,
+                c,
+                journal,
+                observers,
+                run_id,
+                resumed,
+                on_transition,
+                clock,
+                limited=True,
+            ),
+        )
     if journal is None and not observers:
         # the plain run: no port to serve (the one check a run makes)
         await Driver(

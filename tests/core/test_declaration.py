@@ -59,6 +59,7 @@ def test_every_input_and_auto_trigger_is_accounted_for() -> None:
         "after_turn",
         "skip_steering_poll",
         "skip_follow_up_poll",
+        "limit_reached",  # usage limits, before each model request (docs/policies.md)
     }
     # the ones the engine offers on entering a state are marked so; model_finished is fired
     # by the stream_event input when a terminal event arrives
@@ -304,6 +305,7 @@ def test_transitions_say_which_variables_they_read_and_set() -> None:
         "batch_had_calls",
         "batch_terminated",
         "message_started",
+        "usage",  # assistant_end counts the response (usage limits, docs/policies.md)
     )
     stop = by[("stop_decided", ("deciding_stop",), "stopped", ("stop_requested",))]
     assert loop.reads(stop) == ("stop_requested",)

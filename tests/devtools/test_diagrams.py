@@ -365,7 +365,10 @@ def test_mermaid_shares_lines_only_between_equal_guards_and_emits() -> None:
     # signal fired (both "aborted") and a plain failure ("error") keep lines of their own
     line = next(x for x in text.splitlines() if x.strip().startswith("streaming --> stopped : ab"))
     assert line.strip() == (
-        "streaming --> stopped : abort<br/>/ assistant_end, turn_end,<br/>agent_end(aborted)"
+        # the deadline of usage limits (docs/policies.md) ends the run as an abort, reason limit
+        "streaming --> stopped : abort [deadline_passed]<br/>/ limit_deadline,<br/>"
+        "deadline_message, assistant_end,<br/>turn_end, agent_end(limit)<br/>"
+        "abort<br/>/ assistant_end, turn_end,<br/>agent_end(aborted)"
         "<br/>fail [failed_after_abort]<br/>/ assistant_end, turn_end,<br/>agent_end(aborted)"
         "<br/>fail<br/>/ assistant_end, turn_end,<br/>agent_end(error)"
     )
