@@ -26,6 +26,7 @@ from agentcore_fsm.core.messages import (
     ToolResultMessage,
 )
 from agentcore_fsm.core.output import OutputSpec
+from agentcore_fsm.core.tool_policy import ToolPolicy
 from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
 
 if TYPE_CHECKING:
@@ -269,6 +270,7 @@ class AgentLoopConfig(ModelCallOptions):
         "decide_approval": checks.callable_or_none,
         "approval_timeout_s": checks.duration_or_none,
         "output": checks.instance_or_none(OutputSpec, "an OutputSpec (see output_spec)"),
+        "tool_policy": checks.instance_or_none(ToolPolicy, "a ToolPolicy"),
     }
 
     model: Model
@@ -295,6 +297,9 @@ class AgentLoopConfig(ModelCallOptions):
     output: OutputSpec | None = None
     """The structured output the run must end with (docs/output.md): made by
     :func:`~agentcore_fsm.core.output.output_spec`, or by ``run_agent_loop(output_type=...)``."""
+    tool_policy: ToolPolicy | None = None
+    """The run-wide tool settings: a cap on parallel executions, refusing repeated identical
+    calls (docs/policies-tools.md). None: neither."""
 
 
 AssistantFinal: TypeAlias = AssistantMessage
