@@ -1,8 +1,9 @@
-"""A journaled run with retried and timed-out tool calls, cut after each of its journal entries
-(as a crash would leave it) and resumed (docs/policies-tools.md#resumed-runs): the resumed
-machine knows each call's attempt, a call that was backing off is tried again, a call whose
-attempt was running runs again only when its tool is idempotent (a non-idempotent tool is
-never run twice, even when its retry policy opts in), and every call is answered once."""
+"""A journaled run with retried and timed-out tool calls, cut after each of its journal
+entries (as a crash would leave it) and resumed
+(docs/policies-tools.md#declared-journaled-resumed): the resumed machine knows each call's
+attempt, a call that was backing off is tried again, a call whose attempt was running runs
+again only when its tool is idempotent (a non-idempotent tool is never run twice, even when
+its retry policy opts in), and every call is answered once."""
 
 from __future__ import annotations
 
