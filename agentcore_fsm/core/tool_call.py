@@ -174,6 +174,10 @@ class ToolCallMachine(DeclaredMachine):
         }
     )
 
+    repeat_text: str | None = None
+    """Set by the loop when the run's tool policy refuses this call as a repeat: the text of
+    its error result (a class default: a call the policy does not refuse stores nothing)."""
+
     def __init__(self, loop: CallOwner, index: int, call: ToolCall, declaration: Any) -> None:
         super().__init__(declaration)
         self.loop = loop
@@ -189,7 +193,6 @@ class ToolCallMachine(DeclaredMachine):
         self.message: ToolResultMessage | None = None
         self.approval_reason: str | None = None  # before_tool_call's reason to ask
         self.request: ApprovalRequest | None = None
-        self.repeat_text: str | None = None  # set by the loop when its tool policy refuses it
 
     # the declared variables, read as attributes too
     @property

@@ -307,3 +307,23 @@ async def test_an_abort_during_the_backoff_answers_the_call_aborted(
     assert len(slept) <= 1  # the backoff may not have started before the abort
     assert text_of(results(r)["c1"]) == "Operation aborted"
     assert r.events[-1].reason == "aborted"
+
+
+async def test_an_abort_while_a_timed_and_capped_tool_runs_ends_the_run_at_once() -> None:
+    controller = AbortController()
+
+    async def hang(call_id: str, params: Any, signal: Any, on_update: Any) -> Any:
+        controller.abort()  # the run is aborted while this execution runs
+        await anyio.sleep_forever()
+
+    tools = [make_tool("hang", hang, timeout_s=30, max_concurrency=1)]
+    with anyio.fail_after(5):  # the 30 s timeout is not waited for
+        r = await run(
+            [user("go")],
+            AgentContext(tools=tools),
+            config(tool_policy=ToolPolicy(max_parallel_calls=1)),
+            turns([faux_tool_call("hang", id="c1")]),
+            signal=controller.signal,
+        )
+    assert text_of(results(r)["c1"]) == "Operation aborted"
+    assert r.events[-1].reason == "aborted"
