@@ -27,6 +27,7 @@ from agentcore_fsm.core.messages import (
     ToolResultMessage,
 )
 from agentcore_fsm.core.output import OutputSpec
+from agentcore_fsm.core.tool_policy import ToolPolicy
 from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
 
 if TYPE_CHECKING:
@@ -282,6 +283,7 @@ class AgentLoopConfig(ModelCallOptions):
         "approval_timeout_s": checks.duration_or_none,
         "output": checks.instance_or_none(OutputSpec, "an OutputSpec (see output_spec)"),
         "limits": checks.instance_or_none(UsageLimits, "a UsageLimits"),
+        "tool_policy": checks.instance_or_none(ToolPolicy, "a ToolPolicy"),
     }
 
     model: Model
@@ -311,6 +313,9 @@ class AgentLoopConfig(ModelCallOptions):
     limits: UsageLimits | None = None
     """Usage limits of the run (docs/policies.md#usage-limits): requests, turns, tool calls,
     tokens, cost, wall-clock time; a run that reaches one ends with ``reason="limit"``."""
+    tool_policy: ToolPolicy | None = None
+    """The run-wide tool settings: a cap on parallel executions, refusing repeated identical
+    calls (docs/policies-tools.md). None: neither."""
 
 
 AssistantFinal: TypeAlias = AssistantMessage

@@ -58,6 +58,7 @@ from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema, JsonS
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from agentcore_fsm.core.docstrings import parse_docstring
+from agentcore_fsm.core.retry import RetryPolicy
 from agentcore_fsm.core.run_context import RunContext, to_tool_result
 from agentcore_fsm.core.tools import AgentTool, AgentToolResult, ToolExecutionMode
 
@@ -473,6 +474,9 @@ def tool(
     requires_approval: bool | Callable[[Any], Any] = False,
     execution_mode: ToolExecutionMode | None = None,
     prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    timeout_s: float | None = None,
+    retry: RetryPolicy | None = None,
+    max_concurrency: int | None = None,
 ) -> FunctionTool: ...
 
 
@@ -488,6 +492,9 @@ def tool(
     requires_approval: bool | Callable[[Any], Any] = False,
     execution_mode: ToolExecutionMode | None = None,
     prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    timeout_s: float | None = None,
+    retry: RetryPolicy | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -502,14 +509,18 @@ def tool(
     requires_approval: bool | Callable[[Any], Any] = False,
     execution_mode: ToolExecutionMode | None = None,
     prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    timeout_s: float | None = None,
+    retry: RetryPolicy | None = None,
+    max_concurrency: int | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a plain or async function: ``@tool``, ``@tool(name=...)`` or
     ``tool(fn, ...)`` (see the module's documentation).
 
     ``name`` (default: the function's name) must be 1 to 64 letters, digits, ``_`` or ``-``
     (what the OpenAI and Anthropic APIs accept); ``description`` defaults to the docstring's
-    description. ``label``, ``idempotent``, ``requires_approval``, ``execution_mode`` and
-    ``prepare_arguments`` are those of :class:`~agentcore_fsm.core.tools.AgentTool`.
+    description. ``label``, ``idempotent``, ``requires_approval``, ``execution_mode``,
+    ``prepare_arguments``, ``timeout_s``, ``retry`` and ``max_concurrency`` are those of
+    :class:`~agentcore_fsm.core.tools.AgentTool` (checked the same way).
 
     Raises ``TypeError`` for a function that cannot become a tool (naming it and the
     parameter), ``ValueError`` for a bad name or execution mode.
@@ -525,6 +536,9 @@ def tool(
             requires_approval=requires_approval,
             execution_mode=execution_mode,
             prepare_arguments=prepare_arguments,
+            timeout_s=timeout_s,
+            retry=retry,
+            max_concurrency=max_concurrency,
         )
 
     return make if fn is None else make(fn)
@@ -540,6 +554,9 @@ def _make_tool(
     requires_approval: bool | Callable[[Any], Any],
     execution_mode: ToolExecutionMode | None,
     prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None,
+    timeout_s: float | None = None,
+    retry: RetryPolicy | None = None,
+    max_concurrency: int | None = None,
 ) -> FunctionTool:
     analysis = _analyse(fn)
     if name is None:
@@ -582,6 +599,9 @@ def _make_tool(
         execution_mode=execution_mode,
         idempotent=idempotent,
         requires_approval=requires_approval,
+        timeout_s=timeout_s,
+        retry=retry,
+        max_concurrency=max_concurrency,
         function=fn,
         args_model=analysis.model,
         context_parameter=analysis.context,

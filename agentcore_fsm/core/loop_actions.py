@@ -51,11 +51,14 @@ from agentcore_fsm.core.tool_call import (
     STARTED,
     ToolCallMachine,
 )
+from agentcore_fsm.core.tool_policy import ToolPolicy, call_key
 from agentcore_fsm.core.tools import AgentTool
 
 __all__ = ["REQUEST_ABORTED", "LoopActions", "LoopVars"]
 
 REQUEST_ABORTED = "Request was aborted"
+# the states of a call whose tool runs or is about to run again (no later call may begin)
+_BUSY = ("running", "reviewing", "backing_off")
 
 
 @dataclass(slots=True)
@@ -82,6 +85,9 @@ class LoopVars:
     usage: RunUsage | None
     requested: bool
     limit_reached: LimitReached | None
+    repeat_key: str | None
+    repeat_count: int
+    repeat_stop: bool
 
 
 class LoopActions(OutputActions, LimitActions, DeclaredMachine):
@@ -359,9 +365,27 @@ class LoopActions(OutputActions, LimitActions, DeclaredMachine):
 
     def _guard_calls_remain(self) -> bool:
         calls = self._calls
-        return not any(c.state in ("running", "reviewing") for c in calls) and any(
-            c.state == "new" for c in calls
-        )
+        return not any(c.state in _BUSY for c in calls) and any(c.state == "new" for c in calls)
+
+    def _guard_repeat_stopped(self) -> bool:
+        return self.vars.repeat_stop
+
+    def _mark_repeats(self, policy: ToolPolicy) -> None:
+        """Count the message's calls, in source order, into the run's repeat count (declared
+        ``repeat_key``/``repeat_count``); give each call the policy refuses its text."""
+        limit = policy.repeat_limit
+        assert limit is not None
+        key, count = self.vars.repeat_key, self.vars.repeat_count
+        for c in self._calls:
+            this = call_key(c.call.name, c.call.arguments)
+            count = count + 1 if this == key else 1
+            key = this
+            if count >= limit:
+                c.repeat_text = policy.repeat_text(c.call.name, count)
+                if policy.on_repeat == "stop":
+                    self.set_var("begin_calls", "repeat_stop", True)
+        self.set_var("begin_calls", "repeat_key", key)
+        self.set_var("begin_calls", "repeat_count", count)
 
     def _guard_all_calls_answered(self) -> bool:
         return all(c.state == "answered" for c in self._calls)
@@ -429,6 +453,9 @@ class LoopActions(OutputActions, LimitActions, DeclaredMachine):
             self._make_calls(parallel)
             if self.config.limits is not None:
                 self._count_calls()
+            policy = self.config.tool_policy
+            if policy is not None and policy.repeat_limit is not None:
+                self._mark_repeats(policy)
         self._advance_calls()
 
     def _emit_run_calls(self) -> None:

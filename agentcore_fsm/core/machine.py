@@ -83,13 +83,16 @@ from agentcore_fsm.core.protocol import (
     PrepareArguments,
     Proceed,
     Proceeded,
+    RetryDue,
     Start,
     SteeringPolled,
     Step,
     StreamEvent,
     StreamExhausted,
     Suspend,
+    ToolAttemptFailed,
     ToolFinished,
+    ToolTimedOut,
     ToolUpdated,
 )
 from agentcore_fsm.core.tool_call import (
@@ -539,6 +542,35 @@ class LoopMachine(LoopActions):
         c.tool_finished(result, is_error, input.aborted)
         return self._after_call_input("tool_finished")
 
+    def _on_tool_attempt_failed(self, input: ToolAttemptFailed) -> Step:
+        self._check("tool_attempt_failed")
+        c = self._call_in("tool_attempt_failed", input.index, "running", "its outcome")
+        if not isinstance(input.error, BaseException):
+            raise self._bad_input(
+                "tool_attempt_failed",
+                f"tool_attempt_failed: error must be an exception, not "
+                f"{describe_value(input.error)}",
+            )
+        c.attempt_failed(input.error)
+        return self._after_call_input("tool_attempt_failed")
+
+    def _on_tool_timed_out(self, input: ToolTimedOut) -> Step:
+        self._check("tool_timed_out")
+        c = self._call_in("tool_timed_out", input.index, "running", "its outcome")
+        if c.tool is None or c.tool.timeout_s is None:
+            raise self._bad_input(
+                "tool_timed_out",
+                f"tool_timed_out: the tool of call #{input.index} ({c.call.name}) has no timeout_s",
+            )
+        c.timed_out()
+        return self._after_call_input("tool_timed_out")
+
+    def _on_retry_due(self, input: RetryDue) -> Step:
+        self._check("retry_due")
+        c = self._call_in("retry_due", input.index, "backing_off", "its next attempt")
+        c.retry_due()
+        return self._after_call_input("retry_due")
+
     def _on_proceeded(self, input: Proceeded) -> Step:
         self._check("proceeded")
         self.fire("proceeded")
@@ -644,4 +676,7 @@ class LoopMachine(LoopActions):
         Abort: _on_abort,
         Fail: _on_fail,
         OutputChecked: _on_output_checked,
+        ToolAttemptFailed: _on_tool_attempt_failed,
+        ToolTimedOut: _on_tool_timed_out,
+        RetryDue: _on_retry_due,
     }

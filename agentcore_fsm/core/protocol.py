@@ -45,6 +45,7 @@ __all__ = [
     "ApprovalDeferred",
     "ArgumentsPrepared",
     "AwaitApproval",
+    "BackOff",
     "CallHook",
     "CallModel",
     "CheckApproval",
@@ -62,13 +63,16 @@ __all__ = [
     "PrepareArguments",
     "Proceed",
     "Proceeded",
+    "RetryDue",
     "Start",
     "SteeringPolled",
     "Step",
     "StreamEvent",
     "StreamExhausted",
     "Suspend",
+    "ToolAttemptFailed",
     "ToolFinished",
+    "ToolTimedOut",
     "ToolUpdated",
     "ValidateOutput",
 ]
@@ -187,6 +191,17 @@ class ValidateOutput:
     spec: OutputSpec
 
 
+@dataclass(slots=True, repr=False, eq=False)
+class BackOff(Data):
+    """Tool call ``index`` failed attempt ``attempt`` of ``tool`` and will be tried again
+    (its tool's ``retry`` policy): wait the policy's delay, then answer with
+    :class:`RetryDue` (the machine has no clock; the driver draws the jitter)."""
+
+    index: int
+    tool: AgentTool
+    attempt: int
+
+
 Effect: TypeAlias = (
     PollSteering
     | PollFollowUp
@@ -199,6 +214,7 @@ Effect: TypeAlias = (
     | Proceed
     | Suspend
     | ValidateOutput
+    | BackOff
 )
 
 # --- inputs: what the machine is fed --------------------------------------------------------
@@ -366,6 +382,34 @@ class OutputChecked(Value):
     timestamp: int = field(default=0, kw_only=True)
 
 
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class ToolAttemptFailed(Value):
+    """An attempt of tool call ``index`` raised ``error``, a failure its tool's ``retry``
+    policy retries (the driver classifies it; the machine counts the attempts)."""
+
+    index: int
+    error: BaseException
+    timestamp: int = field(default=0, kw_only=True)
+
+
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class ToolTimedOut(Value):
+    """Tool call ``index`` was still running after its tool's ``timeout_s``: it was
+    cancelled."""
+
+    index: int
+    timestamp: int = field(default=0, kw_only=True)
+
+
+@dataclass(slots=True, frozen=True, repr=False, eq=False)
+class RetryDue(Value):
+    """The backoff of tool call ``index`` is over: run its next attempt (answers
+    :class:`BackOff`)."""
+
+    index: int
+    timestamp: int = field(default=0, kw_only=True)
+
+
 Input: TypeAlias = (
     Start
     | SteeringPolled
@@ -384,6 +428,9 @@ Input: TypeAlias = (
     | Abort
     | Fail
     | OutputChecked
+    | ToolAttemptFailed
+    | ToolTimedOut
+    | RetryDue
 )
 
 

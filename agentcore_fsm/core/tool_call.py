@@ -29,17 +29,26 @@ from agentcore_fsm.core.events import (
     ApprovalRequestedEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
 )
-from agentcore_fsm.core.messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
+from agentcore_fsm.core.messages import (
+    AgentMessage,
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+)
 from agentcore_fsm.core.protocol import (
     ApprovalDecided,
     AwaitApproval,
+    BackOff,
     CallHook,
     CheckApproval,
     Effect,
     ExecuteTool,
     PrepareArguments,
 )
+from agentcore_fsm.core.retry import timeout_text
 from agentcore_fsm.core.tools import (
     AfterToolCallContext,
     AgentTool,
@@ -66,6 +75,11 @@ STARTED = frozenset(
 # states in which a call is prepared or further along (a call waiting for approval is prepared:
 # in parallel mode the next call begins meanwhile)
 PREPARED = frozenset({"awaiting_approval", "ready", "running", "reviewing", "ended", "answered"})
+# a call waiting between two attempts (its tool's retry policy) has started and is prepared
+STARTED = STARTED | {"backing_off"}
+PREPARED = PREPARED | {"backing_off"}
+RETRY_TEXT = "Attempt {attempt} of {attempts} failed: {error}; retrying"
+"""The text of the tool_execution_update that says a failed attempt is tried again."""
 APPROVAL_REASON = 'Tool "{name}" requires approval'
 """The reason of an approval request made because the tool requires it."""
 
@@ -130,6 +144,9 @@ class CallVars:
     approval_error: str | None
     decision: ApprovalDecided | None
     finished_after_abort: bool
+    repeated: bool
+    attempt: int
+    retrying: bool
 
 
 class ToolCallMachine(DeclaredMachine):
@@ -152,8 +169,14 @@ class ToolCallMachine(DeclaredMachine):
             "message",
             "approval_reason",
             "request",
+            # the run's tool policy refuses this call as a repeat: the text (None: it does not)
+            "repeat_text",
         }
     )
+
+    repeat_text: str | None = None
+    """Set by the loop when the run's tool policy refuses this call as a repeat: the text of
+    its error result (a class default: a call the policy does not refuse stores nothing)."""
 
     def __init__(self, loop: CallOwner, index: int, call: ToolCall, declaration: Any) -> None:
         super().__init__(declaration)
@@ -214,6 +237,10 @@ class ToolCallMachine(DeclaredMachine):
                 self.raw = _json_copy(self.call.arguments)
                 if tool.prepare_arguments is None:
                     self._validate("begin")
+        repeat = self.repeat_text
+        if repeat is not None and not v.repeated and self.loop.may_begin_call(self.index):
+            self.set_var("begin", "repeated", True)  # refused as a repeat: it never runs
+            self.set_var("begin", "rejection", repeat)
         return self.offer("begin")
 
     def prepared(self, value: Any, error: BaseException | None) -> None:
@@ -266,6 +293,43 @@ class ToolCallMachine(DeclaredMachine):
         self.result, self.is_error = result, is_error
         self.set_var("finished", "finished_after_abort", after_abort)
         self.fire("finished")
+
+    def attempt_failed(self, error: BaseException) -> None:
+        """The running attempt raised ``error``, a failure the tool's retry policy retries
+        (the driver classified it): back off when the policy applies to this tool and attempts
+        remain, else end with the error (naming the attempts when there were several)."""
+        text = exc_text(error)
+        self._failed_attempt("attempt_failed", text, retry_timeouts_only=False)
+        self.fire("attempt_failed")
+
+    def timed_out(self) -> None:
+        """The running attempt outlived the tool's ``timeout_s`` and was cancelled."""
+        tool = self.vars.tool
+        assert tool is not None and tool.timeout_s is not None
+        text = timeout_text(self.call.name, tool.timeout_s)
+        self._failed_attempt("timed_out", text, retry_timeouts_only=True)
+        self.fire("timed_out")
+
+    def retry_due(self) -> None:
+        """The backoff is over: the next attempt runs."""
+        self.set_var("retry_due", "attempt", self.vars.attempt + 1)
+        self.fire("retry_due")
+
+    def _failed_attempt(self, by: str, text: str, *, retry_timeouts_only: bool) -> None:
+        tool = self.vars.tool
+        assert tool is not None
+        policy = tool.retry
+        attempt = self.vars.attempt
+        retrying = (
+            policy is not None
+            and policy.applies_to(tool.idempotent)
+            and attempt < policy.max_attempts
+            and (policy.retry_timeouts or not retry_timeouts_only)
+        )
+        self.set_var(by, "retrying", retrying)
+        if attempt > 1 and not retrying:
+            text = f"{text} (attempt {attempt}, the last)"
+        self.result, self.is_error = error_result(text), True
 
     def after_returned(self, result: AgentToolResult, is_error: bool) -> None:
         self.result, self.is_error = result, is_error
@@ -340,6 +404,12 @@ class ToolCallMachine(DeclaredMachine):
     def _guard_may_answer(self) -> bool:
         return self.loop.may_answer_call(self.index)
 
+    def _guard_repeated(self) -> bool:
+        return self.vars.repeated
+
+    def _guard_will_retry(self) -> bool:
+        return self.vars.retrying
+
     # --- emit actions ---------------------------------------------------------------------
 
     def _emit_execution_start(self) -> None:
@@ -372,6 +442,25 @@ class ToolCallMachine(DeclaredMachine):
 
     def _emit_truncated_end(self) -> None:
         self._end(error_result(TRUNCATED_TEXT.format(name=self.call.name)), True)
+
+    def _emit_attempt_update(self) -> None:
+        tool = self.vars.tool
+        result = self.result
+        assert tool is not None and tool.retry is not None and result is not None
+        error = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+        attempts = tool.retry.max_attempts
+        attempt = self.vars.attempt
+        text = RETRY_TEXT.format(attempt=attempt, attempts=attempts, error=error)
+        partial = AgentToolResult(
+            content=[TextContent(text=text)],
+            details={"attempt": attempt, "max_attempts": attempts, "error": error},
+        )
+        call = self.call
+        self.loop.emit_event(
+            ToolExecutionUpdateEvent(
+                tool_call_id=call.id, tool_name=call.name, args=self.args, partial_result=partial
+            )
+        )
 
     def _emit_approval_requested(self) -> None:
         call = self.call
@@ -473,6 +562,10 @@ class ToolCallMachine(DeclaredMachine):
     def _effect_execute(self) -> None:
         assert self.vars.tool is not None
         self.loop.request_effect(ExecuteTool(self.index, self.vars.tool, self.call, self.args))
+
+    def _effect_back_off(self) -> None:
+        assert self.vars.tool is not None
+        self.loop.request_effect(BackOff(self.index, self.vars.tool, self.vars.attempt))
 
     def _effect_after_tool_call(self) -> None:
         loop = self.loop

@@ -22,6 +22,7 @@ from agentcore_fsm.core.messages import (
     Usage,
     Wire,
 )
+from agentcore_fsm.core.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from agentcore_fsm.core.schema import CompiledSchema
@@ -74,7 +75,9 @@ class AgentTool:
     The other fields are checked when set too (``TypeError``/``ValueError`` naming the tool and
     the field): ``name`` a non-empty str, ``description`` and ``label`` strs, ``execute`` a
     callable, ``prepare_arguments`` a callable or None, ``execution_mode`` ``"parallel"``,
-    ``"sequential"`` or None, ``idempotent`` a bool.
+    ``"sequential"`` or None, ``idempotent`` a bool, ``timeout_s`` a positive finite number
+    or None, ``retry`` a :class:`~agentcore_fsm.core.retry.RetryPolicy` or None,
+    ``max_concurrency`` an int >= 1 or None.
     """
 
     name: str
@@ -92,6 +95,16 @@ class AgentTool:
     """Whether a call needs a person's approval before it runs: True (every call), or a
     callable ``requires_approval(args) -> bool`` (sync or async) that decides per call from
     the validated arguments. See docs/reference.md#approval-of-tool-calls."""
+    timeout_s: float | None = None
+    """Cancel an execution still running after this many seconds (a positive finite number;
+    None: no limit): the call is answered with an error result saying it timed out (or tried
+    again, see ``retry``). See docs/policies-tools.md."""
+    retry: RetryPolicy | None = None
+    """How a failed execution is tried again (None: never). Only an ``idempotent`` tool is
+    retried, unless the policy says ``retry_non_idempotent=True``."""
+    max_concurrency: int | None = None
+    """At most this many executions of this tool at once in a run (an int >= 1; None: no
+    limit). Results still go out in source order."""
     _validator: CompiledSchema | None = field(default=None, init=False, repr=False)
 
     if not TYPE_CHECKING:  # runtime only: type checkers keep flagging unknown attribute names
@@ -190,6 +203,18 @@ def _flag(where: str, name: str, value: Any) -> bool:
     return value
 
 
+def _timeout(where: str, name: str, value: Any) -> float | None:
+    """A positive finite number of seconds, or None."""
+    if value is None:
+        return None
+    expected = "a positive finite number of seconds or None"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where}: {name} must be {expected}, not {type(value).__name__}")
+    if not 0 < value < float("inf"):  # NaN fails too
+        raise ValueError(f"{where}: {name} must be {expected}, not {value!r}")
+    return value
+
+
 def _execute(where: str, name: str, value: Any) -> Any:
     if not callable(value):
         raise TypeError(
@@ -207,6 +232,9 @@ _TOOL_CHECKS: dict[str, checks.Check] = {
     "prepare_arguments": checks.callable_or_none,
     "execution_mode": checks.choice(("parallel", "sequential", None)),
     "idempotent": _flag,
+    "timeout_s": _timeout,
+    "retry": checks.instance_or_none(RetryPolicy, "a RetryPolicy"),
+    "max_concurrency": checks.int_or_none(1),
 }
 
 

@@ -42,12 +42,15 @@ from agentcore_fsm.core.protocol import (
     Input,
     OutputChecked,
     Proceeded,
+    RetryDue,
     Start,
     SteeringPolled,
     Step,
     StreamEvent,
     StreamExhausted,
+    ToolAttemptFailed,
     ToolFinished,
+    ToolTimedOut,
 )
 from agentcore_fsm.persist.codec import (
     HOOK_NAMES,
@@ -88,6 +91,9 @@ ENTRY_KINDS: dict[str, frozenset[str]] = {
     "output_checked": frozenset({"value", "error"}),
     "abort": frozenset({"partial"}),
     "fail": frozenset({"error", "aborted", "partial"}),
+    "tool_attempt_failed": frozenset({"index", "error"}),
+    "tool_timed_out": frozenset({"index"}),
+    "retry_due": frozenset({"index"}),
 }
 """The kinds of entries, with the fields each may hold besides ``input``, ``timestamp`` and
 ``clock``."""
@@ -193,6 +199,12 @@ def encode_input(
         return _with_partial({"input": "abort"}, partial)
     if isinstance(item, Fail):
         return _with_partial(_fail_entry(machine, item.aborted), partial)
+    if isinstance(item, ToolAttemptFailed):  # a tool's retry policy (docs/policies-tools.md)
+        return {"input": "tool_attempt_failed", "index": item.index, "error": exc_text(item.error)}
+    if isinstance(item, ToolTimedOut):
+        return {"input": "tool_timed_out", "index": item.index}
+    if isinstance(item, RetryDue):
+        return {"input": "retry_due", "index": item.index}
     return None  # ToolUpdated: progress only
 
 
@@ -355,6 +367,12 @@ def _input(
             need(entry, "decided_by", str, what),
             args,
         )
+    if kind == "tool_attempt_failed":
+        return ToolAttemptFailed(index, _error(entry, what))
+    if kind == "tool_timed_out":
+        return ToolTimedOut(index)
+    if kind == "retry_due":
+        return RetryDue(index)
     if kind == "tool_finished":
         result = tool_result(entry.get("result"), f"{what}'s result")
         return ToolFinished(index, result, aborted=need(entry, "aborted", bool, what))

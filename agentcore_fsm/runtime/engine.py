@@ -67,6 +67,7 @@ from agentcore_fsm.core.protocol import (
     ApprovalDeferred,
     ArgumentsPrepared,
     AwaitApproval,
+    BackOff,
     CallHook,
     CallModel,
     CheckApproval,
@@ -88,7 +89,9 @@ from agentcore_fsm.core.protocol import (
     StreamEvent,
     StreamExhausted,
     Suspend,
+    ToolAttemptFailed,
     ToolFinished,
+    ToolTimedOut,
     ToolUpdated,
     ValidateOutput,
 )
@@ -125,7 +128,7 @@ def _must_be_recorded(effects: list[Effect], outcome_pending: bool) -> bool:
 
 def _is_task(effect: Effect) -> bool:
     """Effects that run as tasks of the run (the rest is the step's one main effect)."""
-    return isinstance(effect, (ExecuteTool, AwaitApproval)) or (
+    return isinstance(effect, (ExecuteTool, AwaitApproval, BackOff)) or (
         isinstance(effect, CallHook) and effect.name == "after_tool_call"
     )
 
@@ -444,6 +447,8 @@ class Driver:
         kind = input.__class__
         if kind is ToolFinished or (kind is StreamEvent and step.stream_over):
             recorder.outcome_pending = True  # a model's answer, a tool's result
+        elif kind is ToolAttemptFailed or kind is ToolTimedOut:
+            recorder.outcome_pending = True  # a tool's (failed) attempt
         return step
 
     def _feed_reported(self, input: Input) -> Step:
@@ -503,6 +508,8 @@ class Driver:
                 self._spawn(effect.index, runner.after_hook, effect)
             elif isinstance(effect, AwaitApproval):
                 self._spawn(effect.index, runner.approval, effect)
+            elif isinstance(effect, BackOff):  # a tool's retry policy (runtime/tool_policies.py)
+                self._spawn(effect.index, runner.backoff, effect)
             else:
                 main = effect
         if main is None:

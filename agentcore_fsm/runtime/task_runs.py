@@ -28,6 +28,7 @@ from agentcore_fsm.core.protocol import (
     ApprovalDecided,
     ApprovalDeferred,
     AwaitApproval,
+    BackOff,
     CallHook,
     ExecuteTool,
     HookFailed,
@@ -40,6 +41,7 @@ from agentcore_fsm.core.tools import AgentToolResult
 from agentcore_fsm.runtime.approvals import decision
 from agentcore_fsm.runtime.observer import RunWatch
 from agentcore_fsm.runtime.tasks import awaitable
+from agentcore_fsm.runtime.tool_policies import Host, ToolSlots, back_off, run_policed
 
 __all__ = ["RunHost", "TaskFn", "TaskRunner", "call"]
 
@@ -82,12 +84,15 @@ class TaskRunner:
         "after_hook",
         "approval",
         "awaiting",
+        "backoff",
         "cancelled",
         "config",
         "host",
         "loop_thread",
         "now",
+        "policed",
         "signal",
+        "slots",
         "suspendable",
         "tool",
         "watch",
@@ -113,6 +118,9 @@ class TaskRunner:
         self.tool: TaskFn = self.run_tool
         self.after_hook: TaskFn = self.run_after_hook
         self.approval: TaskFn = self.await_approval
+        self.backoff: TaskFn = self.back_off
+        self.policed = True  # False: a runner that ignores the tools' settings (see bare)
+        self.slots: ToolSlots | None = None  # the run's concurrency slots (tool_policies.py)
         if watch is not None:
             self.tool = self.observed_tool
             self.after_hook = self._observed(self.run_after_hook)
@@ -159,7 +167,17 @@ class TaskRunner:
     # --- the tasks ---
 
     async def run_tool(self, effect: ExecuteTool) -> Input | None:
-        """Run the tool; post its outcome (and return it; None when nothing was posted)."""
+        """Run the tool; post its outcome (and return it; None when nothing was posted). A
+        tool with a timeout, retry or concurrency setting, or a run with a tool policy, runs
+        under them (runtime/tool_policies.py)."""
+        tool = effect.tool
+        if self.policed and not (
+            tool.timeout_s is None
+            and tool.retry is None
+            and tool.max_concurrency is None
+            and self.config.tool_policy is None
+        ):
+            return await run_policed(self, effect)
         index = effect.index
         settled = False
         loop_thread = self.loop_thread
@@ -227,6 +245,19 @@ class TaskRunner:
         finally:
             settled = True
         return outcome
+
+    def bare(self, host: Host) -> TaskRunner:
+        """A runner of this run posting to ``host`` that runs a tool without looking at its
+        settings (what :func:`~agentcore_fsm.runtime.tool_policies.run_policed` runs)."""
+        runner = TaskRunner(host, self.config, self.signal, None, self.suspendable, self.now)
+        runner.cancelled = self.cancelled
+        runner.loop_thread = self.loop_thread
+        runner.policed = False
+        return runner
+
+    async def back_off(self, effect: BackOff) -> Input | None:
+        """Wait between two attempts of a call (its tool's retry policy); post ``RetryDue``."""
+        return await back_off(self, effect)
 
     async def run_after_hook(self, effect: CallHook) -> Input | None:
         """Call ``after_tool_call``; post what it returned or raised (and return it)."""

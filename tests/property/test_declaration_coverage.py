@@ -18,6 +18,7 @@ import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
 from prop_output import OUTPUT_BANK, STEPPED_BANK, run_on, run_stepped
+from prop_policy_tools import policy_runs
 from prop_scenarios import run_scenario
 from prop_suspension import suspension_runs
 from prop_tool_calls import CALL_BANK, run_case
@@ -46,6 +47,8 @@ def _run_the_banks() -> None:
                 pass  # reported by test_tool_call_declaration
     finally:
         logging.getLogger("agentcore_fsm").disabled = False
+    # the tool policies (retries, timeouts, repeats), stepped by hand
+    policy_runs()
     # the loop's suspension (a journaled run's undecided approvals), stepped by hand
     suspension_runs(observer=prop_coverage.record_transition)
     try:

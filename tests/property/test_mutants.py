@@ -38,6 +38,7 @@ from prop_lifecycle import lifecycle_runs
 from prop_output import STEPPED_BANK
 from prop_output import run_stepped as run_output_case
 from prop_output import verify as verify_output
+from prop_policy_tools import POLICY_RUNS
 from prop_scenarios import verify
 from prop_suspension import SUSPENSION_RUNS
 from prop_sync_driver import SyncDriver, run_sync
@@ -106,7 +107,7 @@ LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 EQUIVALENT = {
     "retarget #30:model_finished:streaming -> executing": "tools_settled [calls_remain] "
     "returns to preparing_tools at once and the calls begin there",
-    "retarget #43:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
+    "retarget #44:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
     "proceed before awaiting_steering, where the original goes directly",
     # Calls begin only in preparing_tools (may_begin), so `begin_calls` emitted elsewhere
     # begins none; entering awaiting_approval offers its automatic `approvals_settled`, whose
@@ -202,6 +203,10 @@ def kill(decl: Declaration) -> str | None:
         for name, run in SUSPENSION_RUNS.items()
     }
     runs |= {f"output {name}": output_case(name) for name in STEPPED_BANK}
+    # the tool policies (prop_policy_tools)
+    runs |= {
+        f"policy: {name}": (lambda run=run: run(decl, None)) for name, run in POLICY_RUNS.items()
+    }
     return _first_failure(runs)
 
 
@@ -224,6 +229,10 @@ def kill_call(decl: Declaration) -> str | None:
         f"case {name}": (lambda case=CALL_BANK[name]: run_case(case, decl))
         for name in healthy_call_cases()
     }
+    # the tool policies (prop_policy_tools): first, the bank below never takes their paths
+    runs = {
+        f"policy: {name}": (lambda run=run: run(None, decl)) for name, run in POLICY_RUNS.items()
+    } | runs
     runs |= {name: _sync_with_calls_on(name, decl) for name in healthy_scenarios()}
     return _first_failure(runs)
 
