@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
+from prop_limits import LIMIT_RUNS
 from prop_output import STEPPED_BANK
 from prop_output import run_stepped as run_output_case
 from prop_output import verify as verify_output
@@ -202,6 +203,9 @@ def kill(decl: Declaration) -> str | None:
         for name, run in SUSPENSION_RUNS.items()
     }
     runs |= {f"output {name}": output_case(name) for name in STEPPED_BANK}
+    runs |= {  # usage limits (prop_limits)
+        f"limits: {name}": (lambda run=run: run(decl, None)) for name, run in LIMIT_RUNS.items()
+    }
     return _first_failure(runs)
 
 
