@@ -283,7 +283,8 @@ class AgentEndEvent(EventData):
     order, and ``reason`` says how it ended: "completed" (nothing was left to do), "stopped"
     (``should_stop_after_turn`` said so, or every result of a tool batch had
     ``terminate=True``), "aborted" (the abort signal fired) or "error" (the model call or a
-    callback failed; the last assistant message's ``error_message`` says why)."""
+    callback failed; the last assistant message's ``error_message`` says why) or "limit" (a
+    usage limit was reached: ``limit`` says which; docs/policies.md#usage-limits)."""
 
     type: Literal["agent_end"] = "agent_end"
     messages: list[AgentMessageField] = field(default_factory=list)

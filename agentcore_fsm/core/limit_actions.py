@@ -75,7 +75,9 @@ class LimitActions:
         raise NotImplementedError  # pragma: no cover - the loop's
 
     def _init_limits(self) -> None:
-        self._limit_results: list[ToolResultMessage] = []
+        # made only when a limit keeps a batch from running: a run without limits allocates
+        # nothing for them
+        self._limit_results: list[ToolResultMessage] | None = None
 
     @property
     def usage(self) -> RunUsage | None:
@@ -241,7 +243,8 @@ class LimitActions:
 
     def _emit_limit_turn_end(self) -> None:
         self.set_var("limit_turn_end", "turn_open", False)
-        event: AgentEvent = TurnEndEvent(message=self._final, tool_results=self._limit_results)
+        results = self._limit_results if self._limit_results is not None else []
+        event: AgentEvent = TurnEndEvent(message=self._final, tool_results=results)
         self._out.append(event)
 
     def _emit_limit_deadline(self) -> None:

@@ -306,6 +306,7 @@ def test_transitions_say_which_variables_they_read_and_set() -> None:
         "batch_terminated",
         "message_started",
         "usage",  # assistant_end counts the response (usage limits, docs/policies.md)
+        "requested",
     )
     stop = by[("stop_decided", ("deciding_stop",), "stopped", ("stop_requested",))]
     assert loop.reads(stop) == ("stop_requested",)

@@ -17,6 +17,7 @@ import prop_coverage
 import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
+from prop_limits import LIMIT_RUNS
 from prop_output import OUTPUT_BANK, STEPPED_BANK, run_on, run_stepped
 from prop_policy_tools import policy_runs
 from prop_scenarios import run_scenario
@@ -51,6 +52,9 @@ def _run_the_banks() -> None:
     policy_runs()
     # the loop's suspension (a journaled run's undecided approvals), stepped by hand
     suspension_runs(observer=prop_coverage.record_transition)
+    # usage limits' checks and the deadline's abort from every state (prop_limits)
+    for run in LIMIT_RUNS.values():
+        run(None, prop_coverage.record_transition)
     try:
         lifecycle_runs(record=True)
     except AssertionError:

@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
+from prop_limits import LIMIT_RUNS
 from prop_output import STEPPED_BANK
 from prop_output import run_stepped as run_output_case
 from prop_output import verify as verify_output
@@ -104,8 +105,8 @@ LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 # `tools_settled`, which sends a batch whose calls have not begun back to `preparing_tools`;
 # entering `closing_turn` asks for `proceed`, one more round trip that leads where the
 # original went when should_stop_after_turn is not configured.
-EQUIVALENT = {
-    "retarget #30:model_finished:streaming -> executing": "tools_settled [calls_remain] "
+EQUIVALENT = {  # (indices as declared; the usage-limit transitions #30, #49-#55 moved them)
+    "retarget #31:model_finished:streaming -> executing": "tools_settled [calls_remain] "
     "returns to preparing_tools at once and the calls begin there",
     "retarget #44:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
     "proceed before awaiting_steering, where the original goes directly",
@@ -113,13 +114,13 @@ EQUIVALENT = {
     # begins none; entering awaiting_approval offers its automatic `approvals_settled`, whose
     # [calls_remain, not approvals_pending] transition sends a batch with calls still to
     # begin (and none running, ready or waiting) back to preparing_tools, where they begin.
-    "retarget #30:model_finished:streaming -> awaiting_approval": "approvals_settled "
+    "retarget #31:model_finished:streaming -> awaiting_approval": "approvals_settled "
     "[calls_remain] returns to preparing_tools at once (no call has begun: none is ready, "
     "answered or waiting) and the calls begin there",
-    "retarget #38:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
+    "retarget #39:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
     "holds only in a sequential batch between two calls (none ready or waiting), so "
     "approvals_settled returns to preparing_tools at once and the next call begins there",
-    "retarget #37:approvals_settled:awaiting_approval -> executing": "the mirror image: "
+    "retarget #38:approvals_settled:awaiting_approval -> executing": "the mirror image: "
     "tools_settled [calls_remain] returns to preparing_tools at once and the next call begins "
     "there",
 }
@@ -197,7 +198,11 @@ def kill(decl: Declaration) -> str | None:
 
         return run
 
-    runs = {name: scenario(name) for name in healthy_scenarios()}
+    # usage limits (prop_limits) first: quick, and the only runs that reach their transitions
+    runs: dict[str, Callable[[], Any]] = {
+        f"limits: {name}": (lambda run=run: run(decl, None)) for name, run in LIMIT_RUNS.items()
+    }
+    runs |= {name: scenario(name) for name in healthy_scenarios()}
     runs |= {
         f"suspension: {name}": (lambda run=run: run(decl, None))
         for name, run in SUSPENSION_RUNS.items()
