@@ -71,6 +71,9 @@ from agentcore_fsm.core.protocol import (
     HookFailed,
     HookReturned,
     OutputChecked,
+    RetryDue,
+    ToolAttemptFailed,
+    ToolTimedOut,
 )
 from agentcore_fsm.devtools.testing import GrammarChecker, sequential_tool_names
 
@@ -161,6 +164,9 @@ INVALID_CALLS: dict[str, Any] = {
     "abort": lambda m: m.abort(),
     "fail": lambda m: m.fail(RuntimeError("x")),
     "output_checked": lambda m: m.feed(OutputChecked(value=1)),
+    "tool_attempt_failed": lambda m: m.feed(ToolAttemptFailed(0, RuntimeError("x"))),
+    "tool_timed_out": lambda m: m.feed(ToolTimedOut(0)),
+    "retry_due": lambda m: m.feed(RetryDue(0)),
 }
 
 
