@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, get_args
 
 from agentcore_fsm.core import checks
 from agentcore_fsm.core.abort import AbortSignal
+from agentcore_fsm.core.compaction import Compaction
+from agentcore_fsm.core.fallback import ModelFallback
 from agentcore_fsm.core.messages import (
     AgentMessage,
     AssistantMessage,
@@ -269,6 +271,8 @@ class AgentLoopConfig(ModelCallOptions):
         "decide_approval": checks.callable_or_none,
         "approval_timeout_s": checks.duration_or_none,
         "output": checks.instance_or_none(OutputSpec, "an OutputSpec (see output_spec)"),
+        "fallback": checks.instance_or_none(ModelFallback, "a ModelFallback"),
+        "compaction": checks.instance_or_none(Compaction, "a Compaction"),
     }
 
     model: Model
@@ -295,6 +299,13 @@ class AgentLoopConfig(ModelCallOptions):
     output: OutputSpec | None = None
     """The structured output the run must end with (docs/output.md): made by
     :func:`~agentcore_fsm.core.output.output_spec`, or by ``run_agent_loop(output_type=...)``."""
+    fallback: ModelFallback | None = None
+    """The models to try, in order, after ``model`` when a request fails with a retryable error
+    (:class:`~agentcore_fsm.core.fallback.ModelFallback`; docs/policies-models.md)."""
+    compaction: Compaction | None = None
+    """How the context is compacted when the provider says it is too long, or before a request
+    over ``max_context_tokens`` (:class:`~agentcore_fsm.core.compaction.Compaction`;
+    docs/policies-models.md)."""
 
 
 AssistantFinal: TypeAlias = AssistantMessage

@@ -35,6 +35,7 @@ from agentcore_fsm.core.messages import (
     TextContent,
     ToolResultMessage,
 )
+from agentcore_fsm.core.model_policies import ModelPolicyActions
 from agentcore_fsm.core.output_actions import OutputActions
 from agentcore_fsm.core.protocol import (
     CallHook,
@@ -77,9 +78,13 @@ class LoopVars:
     outcome: str | None
     output_problem: str | None
     output_retries_used: int
+    model_index: int
+    model_errors: list[str]
+    compacted: bool
+    compaction_reason: str | None
 
 
-class LoopActions(OutputActions, DeclaredMachine):
+class LoopActions(OutputActions, ModelPolicyActions, DeclaredMachine):
     """The loop machine's data, its readings and its declared guards, emit actions and effects
     (the base of :class:`~agentcore_fsm.core.machine.LoopMachine`; not run on its own)."""
 
@@ -111,6 +116,9 @@ class LoopActions(OutputActions, DeclaredMachine):
             "output",
             "_output_results",
             "_retry_text",
+            # model fallback and compaction (core/model_policies.py): the compaction hook's
+            # answer until it is applied
+            "_compacted_to",
         }
     )
 
@@ -152,6 +160,7 @@ class LoopActions(OutputActions, DeclaredMachine):
         self._final: AssistantMessage | None = None
         self._calls: list[ToolCallMachine] = []
         self._init_output()  # structured output (core/output_actions.py)
+        self._init_model_policies()  # fallback and compaction (core/model_policies.py)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -406,6 +415,8 @@ class LoopActions(OutputActions, DeclaredMachine):
         self.context.messages.append(final)
         self.new_messages.append(final)
         self._out.append(MessageEndEvent(message=final))
+        if self._policies:  # fallback or compaction configured (core/model_policies.py)
+            self._end_request()
 
     def _emit_begin_calls(self) -> None:
         if not self._calls:
