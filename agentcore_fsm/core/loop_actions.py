@@ -80,7 +80,7 @@ class LoopVars:
     output_retries_used: int
     model_index: int
     model_errors: list[str]
-    compacted: bool
+    compacted: str | None
     compaction_reason: str | None
 
 

@@ -64,7 +64,7 @@ ErrorKind: TypeAlias = Literal[
     "other",
 ]
 """What kind of failure ended a request (``AssistantMessage.error_kind``, set by the providers;
-docs/providers.md#error-kinds): "rate_limit" (HTTP 429), "overloaded" (HTTP 529, Anthropic's
+docs/policies-models.md#error-kinds): "rate_limit" (HTTP 429), "overloaded" (HTTP 529, Anthropic's
 ``overloaded_error``), "server_error" (HTTP 5xx), "timeout" (the request timed out),
 "context_overflow" (the prompt is longer than the model's context window), "invalid_request"
 (another HTTP 400/404/422), "auth" (HTTP 401/403), "other" (anything else). The first four are

@@ -76,8 +76,8 @@ class ModelPolicyActions:
         """A request's message ended (``assistant_end``, when a policy is configured): a
         request that did not fail forgets the errors of the models it fell back from, and the
         next request may be compacted again."""
-        if self.vars.compacted:
-            self.set_var("assistant_end", "compacted", False)
+        if self.vars.compacted is not None:
+            self.set_var("assistant_end", "compacted", None)
         final = self._final
         if self.vars.model_errors and (final is None or final.stop_reason != "error"):
             self.set_var("assistant_end", "model_errors", [])
@@ -100,7 +100,7 @@ class ModelPolicyActions:
             self.config.compaction is not None
             and final is not None
             and final.error_kind == "context_overflow"
-            and not self.vars.compacted
+            and self.vars.compacted != "overflow"
         )
 
     def _guard_over_context_budget(self) -> bool:
@@ -108,7 +108,7 @@ class ModelPolicyActions:
         if compaction is None:
             return False
         limit = compaction.max_context_tokens
-        if limit is None or self.vars.compacted:
+        if limit is None or self.vars.compacted is not None:
             return False
         context = self.context
         return estimate_tokens(context.messages, context.system_prompt) > limit
@@ -193,6 +193,7 @@ class ModelPolicyActions:
         except InvalidValueError as exc:
             return self._failed(exc)
         self._compacted_to = list(messages)
-        self.set_var("context_compacted", "compacted", True)
+        reason = "budget" if self.vars.compaction_reason == "budget" else "overflow"
+        self.set_var("context_compacted", "compacted", reason)
         self.fire("context_compacted")
         return self._take_step()

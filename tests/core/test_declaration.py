@@ -59,6 +59,7 @@ def test_every_input_and_auto_trigger_is_accounted_for() -> None:
         "after_turn",
         "skip_steering_poll",
         "skip_follow_up_poll",
+        "compact_first",  # context compaction before a request (docs/policies-models.md)
     }
     # the ones the engine offers on entering a state are marked so; model_finished is fired
     # by the stream_event input when a terminal event arrives

@@ -35,6 +35,9 @@ from typing import Any
 import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
+from prop_models import MODEL_BANK
+from prop_models import run_stepped as run_models_stepped
+from prop_models import verify as verify_models
 from prop_output import STEPPED_BANK
 from prop_output import run_stepped as run_output_case
 from prop_output import verify as verify_output
@@ -104,23 +107,34 @@ LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 # entering `closing_turn` asks for `proceed`, one more round trip that leads where the
 # original went when should_stop_after_turn is not configured.
 EQUIVALENT = {
-    "retarget #30:model_finished:streaming -> executing": "tools_settled [calls_remain] "
+    "retarget #33:model_finished:streaming -> executing": "tools_settled [calls_remain] "
     "returns to preparing_tools at once and the calls begin there",
-    "retarget #43:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
+    "retarget #46:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
     "proceed before awaiting_steering, where the original goes directly",
     # Calls begin only in preparing_tools (may_begin), so `begin_calls` emitted elsewhere
     # begins none; entering awaiting_approval offers its automatic `approvals_settled`, whose
     # [calls_remain, not approvals_pending] transition sends a batch with calls still to
     # begin (and none running, ready or waiting) back to preparing_tools, where they begin.
-    "retarget #30:model_finished:streaming -> awaiting_approval": "approvals_settled "
+    "retarget #33:model_finished:streaming -> awaiting_approval": "approvals_settled "
     "[calls_remain] returns to preparing_tools at once (no call has begun: none is ready, "
     "answered or waiting) and the calls begin there",
-    "retarget #38:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
+    "retarget #41:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
     "holds only in a sequential batch between two calls (none ready or waiting), so "
     "approvals_settled returns to preparing_tools at once and the next call begins there",
-    "retarget #37:approvals_settled:awaiting_approval -> executing": "the mirror image: "
+    "retarget #40:approvals_settled:awaiting_approval -> executing": "the mirror image: "
     "tools_settled [calls_remain] returns to preparing_tools at once and the next call begins "
     "there",
+    # Fallback and compaction (prop_models): `compact_for_overflow` and `fall_back` emit no
+    # event; they write variables (and the model) that only the next state's effect reads, so
+    # their place among the transition's emit actions cannot be seen.
+    "swap turn_end/compact_for_overflow #27:model_finished:streaming": "compact_for_overflow "
+    "only writes compaction_reason, which the compacting effect reads; turn_end reads nothing "
+    "of it",
+    "swap compact_for_overflow/turn_start #27:model_finished:streaming": "the same: turn_start "
+    "reads nothing compact_for_overflow writes",
+    "swap turn_end/fall_back #28:model_finished:streaming": "fall_back writes model_index, "
+    "model_errors and the model, which only the next request reads; turn_end carries the "
+    "failed message, which fall_back does not change",
 }
 # None for the tool call and the lifecycle: every one of their mutants is killed.
 CALL_EQUIVALENT: dict[str, str] = {}
@@ -202,6 +216,16 @@ def kill(decl: Declaration) -> str | None:
         for name, run in SUSPENSION_RUNS.items()
     }
     runs |= {f"output {name}": output_case(name) for name in STEPPED_BANK}
+
+    def model_case(name: str) -> Callable[[], None]:  # fallback and compaction (prop_models)
+        def run() -> None:
+            case = MODEL_BANK[name]
+            events, messages, _ = run_models_stepped(case, decl)
+            verify_models(case, events, messages)
+
+        return run
+
+    runs |= {f"models {name}": model_case(name) for name in MODEL_BANK}
     return _first_failure(runs)
 
 

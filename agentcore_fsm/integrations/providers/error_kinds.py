@@ -96,15 +96,15 @@ def kind_of_body(status: int | None, body: Any) -> ErrorKind | None:
         return "context_overflow"
     if "insufficient_quota" in names:
         return "other"
+    if status == 429:
+        return "rate_limit"
+    if status in (503, 529):
+        return "overloaded"
     for name in sorted(names):
         if name in _BY_NAME:
             return _BY_NAME[name]
     if status is None:
         return None
-    if status == 429:
-        return "rate_limit"
-    if status in (503, 529):
-        return "overloaded"
     if status == 408:
         return "timeout"
     if status >= 500:
