@@ -58,6 +58,7 @@ from agentcore_fsm.persist.codec import (
 )
 from agentcore_fsm.persist.inputs import decode_entry, encode_input, partial_of
 from agentcore_fsm.persist.output_record import encode_output, output_for_restore, read_output
+from agentcore_fsm.persist.policy_record import encode_policies, policies_for_reader
 
 __all__ = [
     "JOURNAL_FORMAT",
@@ -116,6 +117,7 @@ _HEADER_FIELDS = frozenset(
         "hooks",
         "continuing",
         "output",  # a run with an output type only (persist/output_record.py)
+        "policies",  # a run with a fallback or a compaction only (persist/policy_record.py)
     }
 )
 _LEVELS = frozenset(get_args(ThinkingLevel))
@@ -327,6 +329,9 @@ class JournaledLoopMachine(LoopMachine):
             output = encode_output(config.output)
             if output is not None:
                 self.header["output"] = output
+            policies = encode_policies(config)  # fallback, compaction (persist/policy_record.py)
+            if policies is not None:
+                self.header["policies"] = policies
         except RecordError as exc:
             raise JournalError(f"the run cannot be recorded: {exc}") from None
 
@@ -603,7 +608,11 @@ def derive_run(
             f"{where}a tool's description in the record: {exc}", run_id=run_id
         ) from None
     stubs.update({t.name: t for t in tools})
-    config = AgentLoopConfig(model=Model(id="recorded"))
+    try:  # the recorded fallback and compaction settings (persist/policy_record.py)
+        policies = policies_for_reader(snap.header)
+    except RecordError as exc:
+        raise JournalError(f"{where}{exc}", run_id=run_id) from None
+    config = AgentLoopConfig(model=Model(id="recorded"), **policies)
     hooks = snap.header.get("hooks")
     for name in hooks if isinstance(hooks, list) else ():
         if name in SHAPING_HOOKS:

@@ -139,7 +139,6 @@ def test_an_overflow_is_compacted_and_the_request_made_again_once() -> None:
         "message_start",
         "message_end",
         "turn_end",
-        "turn_start",
     ]
     (effect,) = step.effects
     assert isinstance(effect, CallHook) and effect.name == "compact"
@@ -149,7 +148,8 @@ def test_an_overflow_is_compacted_and_the_request_made_again_once() -> None:
     before = list(m.context.messages)
     assert request.messages == before and request.messages is not m.context.messages
     step = m.feed(HookReturned("compact", before[3:]))
-    (event,) = step.events
+    turn, event = step.events  # the request is made again in a new turn
+    assert turn.type == "turn_start"
     assert event.type == "context_compacted" and event.reason == "overflow"
     assert (
         event.indices == [0, 1, 2] and event.dropped == before[:3] and event.kept == len(before) - 3
@@ -168,7 +168,8 @@ def test_a_hook_answer_that_is_not_a_list_fails_the_run_naming_the_hook() -> Non
     m.stream_event(overflow())
     step = m.feed(HookReturned("compact", {"messages": []}))
     assert m.end_reason == "error"
-    assert [e.type for e in step.events] == [
+    assert [e.type for e in step.events] == [  # a turn of its own: the failed one was closed
+        "turn_start",
         "message_start",
         "message_end",
         "turn_end",
@@ -213,7 +214,7 @@ def test_the_hook_answer_is_journaled() -> None:
     restored, steps = JournaledLoopMachine.restore(m.snapshot(), config)
     assert restored.context.messages == m.context.messages
     assert restored.state == "streaming"
-    assert [e.type for e in steps[-1].events] == ["context_compacted"]
+    assert [e.type for e in steps[-1].events] == ["turn_start", "context_compacted"]
 
 
 # --- through the driver ---------------------------------------------------------------------

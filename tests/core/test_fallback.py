@@ -16,7 +16,7 @@ from agentcore_fsm.core.messages import AssistantMessage, TextContent
 from agentcore_fsm.core.protocol import CallModel, Proceed
 from agentcore_fsm.devtools.testing import run_checked
 from agentcore_fsm.integrations.providers.faux import FauxError, FauxProvider, faux_response
-from agentcore_fsm.persist.journal import JournaledLoopMachine
+from agentcore_fsm.persist.journal import JournaledLoopMachine, derive_run
 
 A = Model(id="a", provider="p")
 B = Model(id="b", provider="q")
@@ -133,11 +133,21 @@ def test_a_restored_journal_continues_with_the_model_it_reached() -> None:
     m.proceed()
     m.stream_event(failed(B, "overloaded"))
     m.proceed()
-    restored, _ = JournaledLoopMachine.restore(m.snapshot(), config)
+    restored, steps = JournaledLoopMachine.restore(m.snapshot(), config)
     assert restored.state == "streaming" and restored.model == C
     assert restored.vars.model_index == 2
     (effect,) = restored.pending_effects()
     assert isinstance(effect, CallModel) and effect.model == C
+    # the header keeps the settings: a reader without the live config derives the same run
+    assert m.header["policies"]["fallback"]["on"] == list(DEFAULT_FALLBACK_KINDS)
+    derived = derive_run(m.snapshot())
+    assert derived.machine.state == "streaming" and derived.machine.model == C
+    assert [e.type for e in derived.events] == [e.type for s in steps for e in s.events]
+
+
+def test_a_run_without_policies_keeps_its_header() -> None:
+    m = JournaledLoopMachine([UserMessage(content="hi")], AgentContext(), AgentLoopConfig(model=A))
+    assert "policies" not in m.header
 
 
 # --- a run ----------------------------------------------------------------------------------

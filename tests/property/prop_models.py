@@ -136,11 +136,12 @@ def expected(case: ModelCase) -> Expected:
 
     def compacting_cut(reason: str) -> Expected | None:
         how = cut("compacting") if case.cut != "bad_compaction" else cut("bad_compaction")
+        opens = ["turn_start"] if reason == "overflow" else []  # the failed turn was closed
         if how is None:
             compactions.append(reason)
-            types.append("context_compacted")
+            types.extend([*opens, "context_compacted"])
             return None
-        types.extend(["message_start", "message_end", "turn_end", "agent_end"])
+        types.extend([*opens, "message_start", "message_end", "turn_end", "agent_end"])
         aborted = how.startswith("abort") or how == "fail_aborted_compacting"
         return Expected(types, "aborted" if aborted else "error", compactions=compactions)
 
@@ -173,7 +174,6 @@ def expected(case: ModelCase) -> Expected:
         compacted = None
         types.append("turn_end")
         if compactable:
-            types.append("turn_start")
             done = compacting_cut("overflow")
             if done is not None:
                 return done
@@ -434,6 +434,13 @@ MODEL_BANK: dict[str, ModelCase] = {
         ("overflow", "ok"), compaction="overflow", cut="abort_compacting"
     ),
     "fail_compacting": ModelCase(("ok",), compaction="budget", cut="fail_compacting"),
+    "fail_compacting_overflow": ModelCase(
+        ("overflow", "ok"), compaction="overflow", cut="fail_compacting"
+    ),
+    "abort_compacting_budget": ModelCase(("ok",), compaction="budget", cut="abort_compacting"),
+    "fail_aborted_compacting_budget": ModelCase(
+        ("ok",), compaction="budget", cut="fail_aborted_compacting"
+    ),
     "fail_aborted_compacting": ModelCase(
         ("overflow", "ok"), compaction="overflow", cut="fail_aborted_compacting"
     ),

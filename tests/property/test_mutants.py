@@ -130,8 +130,6 @@ EQUIVALENT = {
     "swap turn_end/compact_for_overflow #27:model_finished:streaming": "compact_for_overflow "
     "only writes compaction_reason, which the compacting effect reads; turn_end reads nothing "
     "of it",
-    "swap compact_for_overflow/turn_start #27:model_finished:streaming": "the same: turn_start "
-    "reads nothing compact_for_overflow writes",
     "swap turn_end/fall_back #28:model_finished:streaming": "fall_back writes model_index, "
     "model_errors and the model, which only the next request reads; turn_end carries the "
     "failed message, which fall_back does not change",
