@@ -58,7 +58,11 @@ from agentcore_fsm.persist.codec import (
 )
 from agentcore_fsm.persist.inputs import decode_entry, encode_input, partial_of
 from agentcore_fsm.persist.output_record import encode_output, output_for_restore, read_output
-from agentcore_fsm.persist.policy_record import encode_policies, policies_for_reader
+from agentcore_fsm.persist.policy_record import (
+    encode_policies,
+    policies_differ,
+    policies_for_reader,
+)
 
 __all__ = [
     "JOURNAL_FORMAT",
@@ -430,6 +434,9 @@ def _restore(
             f"config given "
             f"has {hooks or 'none'}: give the same ones to resume it"
         )
+    different = policies_differ(snap.header, config)  # persist/policy_record.py
+    if different is not None:
+        raise JournalError(f"{where}{different}", run_id=run_id)
     try:
         output = output_for_restore(config.output, header.output, where)
     except ValueError as exc:

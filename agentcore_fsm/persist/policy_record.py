@@ -18,7 +18,7 @@ from agentcore_fsm.core.config import AgentLoopConfig
 from agentcore_fsm.core.fallback import ModelFallback
 from agentcore_fsm.persist.codec import RecordError, decode_model, encode_model
 
-__all__ = ["encode_policies", "policies_for_reader"]
+__all__ = ["encode_policies", "policies_differ", "policies_for_reader"]
 
 
 def encode_policies(config: AgentLoopConfig) -> dict[str, Any] | None:
@@ -67,3 +67,29 @@ def policies_for_reader(header: dict[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise RecordError(f"{what}: {exc}") from None
     return out
+
+
+def _shape(policies: Any) -> Any:
+    """What of the recorded settings decides the path (whether the compaction has a hook of its
+    own does not: its answers are entries)."""
+    if not isinstance(policies, dict):
+        return policies
+    out = dict(policies)
+    compaction = out.get("compaction")
+    if isinstance(compaction, dict):
+        out["compaction"] = {k: v for k, v in compaction.items() if k != "hook"}
+    return out
+
+
+def policies_differ(header: dict[str, Any], config: AgentLoopConfig) -> str | None:
+    """Why ``config`` cannot resume the run of ``header`` (a fallback or a compaction that is
+    not the recorded one: the machine would take another path), or None."""
+    recorded = _shape(header.get("policies"))
+    given = _shape(encode_policies(config))
+    if recorded == given:
+        return None
+    return (
+        f"the header says the run was made with the fallback and compaction settings "
+        f"{recorded or 'none'}, the config given has {given or 'none'}: give the same ones to "
+        f"resume it"
+    )

@@ -287,6 +287,7 @@ def test_hooks_and_stream_events_are_read_from_the_declaration() -> None:
         "executing": "after_tool_call",
         "deciding_stop": "should_stop_after_turn",
         "preparing_next_turn": "prepare_next_turn",
+        "compacting": "compact",  # context compaction (docs/policies-models.md)
     }
     assert call.state_of_hook("before_tool_call") == "checking"
     assert call.state_of_hook("after_tool_call") == "reviewing"
@@ -305,6 +306,9 @@ def test_transitions_say_which_variables_they_read_and_set() -> None:
         "batch_had_calls",
         "batch_terminated",
         "message_started",
+        # assistant_end ends a request: fallback and compaction (core/model_policies.py)
+        "model_errors",
+        "compacted",
     )
     stop = by[("stop_decided", ("deciding_stop",), "stopped", ("stop_requested",))]
     assert loop.reads(stop) == ("stop_requested",)

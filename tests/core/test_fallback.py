@@ -16,7 +16,7 @@ from agentcore_fsm.core.messages import AssistantMessage, TextContent
 from agentcore_fsm.core.protocol import CallModel, Proceed
 from agentcore_fsm.devtools.testing import run_checked
 from agentcore_fsm.integrations.providers.faux import FauxError, FauxProvider, faux_response
-from agentcore_fsm.persist.journal import JournaledLoopMachine, derive_run
+from agentcore_fsm.persist.journal import JournaledLoopMachine, JournalError, derive_run
 
 A = Model(id="a", provider="p")
 B = Model(id="b", provider="q")
@@ -143,6 +143,17 @@ def test_a_restored_journal_continues_with_the_model_it_reached() -> None:
     derived = derive_run(m.snapshot())
     assert derived.machine.state == "streaming" and derived.machine.model == C
     assert [e.type for e in derived.events] == [e.type for s in steps for e in s.events]
+
+
+def test_a_resume_with_other_settings_is_refused() -> None:
+    config = AgentLoopConfig(model=A, fallback=ModelFallback([B, C]))
+    m = JournaledLoopMachine([UserMessage(content="hi", timestamp=1)], AgentContext(), config)
+    m.start()
+    other = AgentLoopConfig(model=A, fallback=ModelFallback([C]))
+    with pytest.raises(JournalError, match="fallback and compaction settings"):
+        JournaledLoopMachine.restore(m.snapshot(), other)
+    with pytest.raises(JournalError, match="the config given has none"):
+        JournaledLoopMachine.restore(m.snapshot(), AgentLoopConfig(model=A))
 
 
 def test_a_run_without_policies_keeps_its_header() -> None:

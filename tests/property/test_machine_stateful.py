@@ -161,6 +161,7 @@ INVALID_CALLS: dict[str, Any] = {
     "abort": lambda m: m.abort(),
     "fail": lambda m: m.fail(RuntimeError("x")),
     "output_checked": lambda m: m.feed(OutputChecked(value=1)),
+    "context_compacted": lambda m: m.feed(HookReturned("compact", [])),
 }
 
 
