@@ -9,9 +9,10 @@ request fell back from), ``compacted`` (the current request's context was compac
 ``compaction_reason``. The machine's model is data (``prepare_next_turn`` may replace it too);
 ``fall_back`` sets it from ``model_index``, so a replayed journal reaches the same model.
 
-With neither setting configured, the loop pays one None check per request: the guard of the
-automatic ``compact_first`` transition on entering ``streaming``; the other guards are read only
-after a request failed.
+With neither setting configured, the loop pays per request one None check (the guard of the
+automatic ``compact_first`` transition on entering ``streaming``), one flag check in
+``assistant_end`` and three more reads of ``assistant_errored`` when the model finishes; the other
+guards are read only after a request failed.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class ModelPolicyActions:
         # write-once: whether either policy is configured (the one check assistant_end makes)
         self._policies = self.config.fallback is not None or self.config.compaction is not None
         # data: the hook's answer, between the input and the emit action that applies it
-        self._compacted_to: list[AgentMessage] = []
+        self._compacted_to: list[AgentMessage] | None = None
 
     def _end_request(self) -> None:
         """A request's message ended (``assistant_end``, when a policy is configured): a
@@ -143,7 +144,8 @@ class ModelPolicyActions:
         context = self.context
         before = list(context.messages)
         after = self._compacted_to
-        self._compacted_to = []
+        assert after is not None
+        self._compacted_to = None
         indices, dropped = dropped_messages(before, after)
         context.messages[:] = after
         self._out.append(
