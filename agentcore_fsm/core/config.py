@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, get_args
 
 from agentcore_fsm.core import checks
 from agentcore_fsm.core.abort import AbortSignal
+from agentcore_fsm.core.compaction import Compaction
+from agentcore_fsm.core.fallback import ModelFallback
 from agentcore_fsm.core.limits import UsageLimits
 from agentcore_fsm.core.messages import (
     AgentMessage,
@@ -284,6 +286,8 @@ class AgentLoopConfig(ModelCallOptions):
         "output": checks.instance_or_none(OutputSpec, "an OutputSpec (see output_spec)"),
         "limits": checks.instance_or_none(UsageLimits, "a UsageLimits"),
         "tool_policy": checks.instance_or_none(ToolPolicy, "a ToolPolicy"),
+        "fallback": checks.instance_or_none(ModelFallback, "a ModelFallback"),
+        "compaction": checks.instance_or_none(Compaction, "a Compaction"),
     }
 
     model: Model
@@ -316,6 +320,13 @@ class AgentLoopConfig(ModelCallOptions):
     tool_policy: ToolPolicy | None = None
     """The run-wide tool settings: a cap on parallel executions, refusing repeated identical
     calls (docs/policies-tools.md). None: neither."""
+    fallback: ModelFallback | None = None
+    """The models to try, in order, after ``model`` when a request fails with a retryable error
+    (:class:`~agentcore_fsm.core.fallback.ModelFallback`; docs/policies-models.md)."""
+    compaction: Compaction | None = None
+    """How the context is compacted when the provider says it is too long, or before a request
+    over ``max_context_tokens`` (:class:`~agentcore_fsm.core.compaction.Compaction`;
+    docs/policies-models.md)."""
 
 
 AssistantFinal: TypeAlias = AssistantMessage

@@ -47,6 +47,7 @@ __all__ = [
     "ApprovalRequestedEvent",
     "AssistantMessageEvent",
     "BlockEvent",
+    "ContextCompactedEvent",
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
@@ -314,6 +315,24 @@ class OutputPartialEvent(EventData):
     output: Any = None
 
 
+@dataclass(slots=True, kw_only=True)
+class ContextCompactedEvent(EventData):
+    """The run compacted its context (``AgentLoopConfig.compaction``; docs/policies-models.md):
+    ``reason`` "overflow" (the provider said the context was too long: the request is made
+    again) or "budget" (the estimate was over ``max_context_tokens``). ``dropped`` are the
+    messages of the context that are no longer in it, ``indices`` their positions in the
+    context before, ``kept`` how many messages it holds now, ``tokens_before`` and
+    ``tokens_after`` the estimated sizes. Comes inside a turn, before its assistant message."""
+
+    type: Literal["context_compacted"] = "context_compacted"
+    reason: Literal["overflow", "budget"] = "overflow"
+    dropped: list[AgentMessageField] = field(default_factory=list)
+    indices: list[int] = field(default_factory=list)
+    kept: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+
 @dataclass(slots=True, kw_only=True, repr=False, eq=False)
 class TurnStartEvent(EventData):
     """A turn begins: one assistant message, and the tool calls it asks for."""
@@ -436,7 +455,8 @@ AgentEvent: TypeAlias = Annotated[
     | ToolExecutionEndEvent
     | ApprovalRequestedEvent
     | ApprovalDecidedEvent
-    | OutputPartialEvent,
+    | OutputPartialEvent
+    | ContextCompactedEvent,
     Field(discriminator="type"),
 ]
 """An agent event, any type: what the loop emits."""

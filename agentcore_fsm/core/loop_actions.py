@@ -37,6 +37,7 @@ from agentcore_fsm.core.messages import (
     TextContent,
     ToolResultMessage,
 )
+from agentcore_fsm.core.model_policies import ModelPolicyActions
 from agentcore_fsm.core.output_actions import OutputActions
 from agentcore_fsm.core.protocol import (
     CallHook,
@@ -88,9 +89,13 @@ class LoopVars:
     repeat_key: str | None
     repeat_count: int
     repeat_stop: bool
+    model_index: int
+    model_errors: list[str]
+    compacted: str | None
+    compaction_reason: str | None
 
 
-class LoopActions(OutputActions, LimitActions, DeclaredMachine):
+class LoopActions(OutputActions, LimitActions, ModelPolicyActions, DeclaredMachine):
     """The loop machine's data, its readings and its declared guards, emit actions and effects
     (the base of :class:`~agentcore_fsm.core.machine.LoopMachine`; not run on its own)."""
 
@@ -124,6 +129,9 @@ class LoopActions(OutputActions, LimitActions, DeclaredMachine):
             "_retry_text",
             # usage limits' data: the result messages of a batch a limit kept from running
             "_limit_results",
+            # model fallback and compaction (core/model_policies.py): the compaction hook's
+            # answer until it is applied
+            "_compacted_to",
         }
     )
 
@@ -166,6 +174,7 @@ class LoopActions(OutputActions, LimitActions, DeclaredMachine):
         self._calls: list[ToolCallMachine] = []
         self._init_output()  # structured output (core/output_actions.py)
         self._init_limits()  # usage limits (core/limit_actions.py)
+        self._init_model_policies()  # fallback and compaction (core/model_policies.py)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -442,6 +451,8 @@ class LoopActions(OutputActions, LimitActions, DeclaredMachine):
         self.context.messages.append(final)
         self.new_messages.append(final)
         self._out.append(MessageEndEvent(message=final))
+        if self._policies:  # fallback or compaction configured (core/model_policies.py)
+            self._end_request()
 
     def _emit_begin_calls(self) -> None:
         if not self._calls:

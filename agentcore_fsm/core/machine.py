@@ -383,6 +383,8 @@ class LoopMachine(LoopActions):
 
     def _on_hook_returned(self, input: HookReturned) -> Step:
         name = input.name
+        if name == "compact":  # context compaction (core/model_policies.py)
+            return self._on_compacted(input)
         if name == "prepare_next_turn":
             self._check("next_turn_prepared")
             try:

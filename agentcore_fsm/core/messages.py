@@ -30,6 +30,7 @@ __all__ = [
     "AssistantContent",
     "AssistantMessage",
     "Cost",
+    "ErrorKind",
     "ImageContent",
     "Message",
     "Model",
@@ -51,6 +52,25 @@ StopReason: TypeAlias = Literal["pending", "stop", "length", "toolUse", "error",
 """Why an assistant message ended: "stop" (the model finished), "length" (it hit the output
 limit), "toolUse" (it wants its tool calls run), "error" or "aborted" (the call failed or was
 aborted; ``error_message`` says why). "pending" marks a partial message still being streamed."""
+
+ErrorKind: TypeAlias = Literal[
+    "rate_limit",
+    "overloaded",
+    "server_error",
+    "timeout",
+    "context_overflow",
+    "invalid_request",
+    "auth",
+    "other",
+]
+"""What kind of failure ended a request (``AssistantMessage.error_kind``, set by the providers;
+docs/policies-models.md#error-kinds): "rate_limit" (HTTP 429), "overloaded" (HTTP 529, Anthropic's
+``overloaded_error``), "server_error" (HTTP 5xx), "timeout" (the request timed out),
+"context_overflow" (the prompt is longer than the model's context window), "invalid_request"
+(another HTTP 400/404/422), "auth" (HTTP 401/403), "other" (anything else). The first four are
+retryable (another model, or later, may succeed); "context_overflow" is answered by compaction
+(docs/policies-models.md)."""
+
 ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
 """How hard a reasoning model should think (``AgentLoopConfig.reasoning``); "off" asks for no
 thinking. Each provider maps the level to its own request fields."""
@@ -318,6 +338,10 @@ class AssistantMessage(Wire):
     stop_reason: StopReason = "stop"
     error_message: str | None = None
     timestamp: int = Field(default_factory=now_ms)
+    error_kind: ErrorKind | None = Field(default=None, exclude_if=lambda v: v is None)
+    """For "error": what kind of failure it was (:data:`ErrorKind`), when the provider knows;
+    None otherwise. Left out of the wire form when None (``errorKind``), so records written
+    before it existed read back the same."""
 
     def tool_calls(self) -> list[ToolCall]:
         """The message's tool calls, in source order."""

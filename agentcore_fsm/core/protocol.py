@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 HookName: TypeAlias = Literal[
-    "before_tool_call", "after_tool_call", "prepare_next_turn", "should_stop_after_turn"
+    "before_tool_call", "after_tool_call", "prepare_next_turn", "should_stop_after_turn", "compact"
 ]
 
 # --- effects: what the machine asks for ----------------------------------------------------

@@ -339,6 +339,20 @@ class GrammarChecker:
         if self._open is None or role_of(self._open[1]) != "assistant":
             raise self._fail("R3.partial_outside", "output_partial outside an assistant message")
 
+    def _on_context_compacted(self, event: Any) -> None:
+        turn = self._need_turn("context_compacted")
+        if turn.assistant_count:
+            raise self._fail(
+                "K.compacted_outside", "context_compacted after the turn's assistant message"
+            )
+        indices = list(getattr(event, "indices", None) or [])
+        dropped = list(getattr(event, "dropped", None) or [])
+        if len(indices) != len(dropped) or indices != sorted(set(indices)):
+            raise self._fail(
+                "K.compacted_data",
+                f"context_compacted has indices {indices[:8]} for {len(dropped)} dropped messages",
+            )
+
     def _on_message_end(self, event: Any) -> None:
         turn = self._need_turn("message_end")
         message = event.message
@@ -479,6 +493,7 @@ class GrammarChecker:
         "message_start": _on_message_start,
         "message_update": _on_message_update,
         "output_partial": _on_output_partial,
+        "context_compacted": _on_context_compacted,
         "message_end": _on_message_end,
         "tool_execution_start": _on_tool_start,
         "tool_execution_update": _on_tool_update,

@@ -166,6 +166,14 @@ RULES: dict[str, str] = {
         "aborted)"
     ),
     "T.end_reason": "agent_end.reason agrees with the last turn's assistant message",
+    # context compaction (docs/policies-models.md)
+    "K.compacted_outside": (
+        "context_compacted comes inside a turn, before the turn's assistant message"
+    ),
+    "K.compacted_data": (
+        "context_compacted names each dropped message once: as many ascending indices as "
+        "dropped messages"
+    ),
     # model contexts
     "C.unanswered_call": "a model context answers every call of an answerable assistant message",
     "C.orphan_result": "a tool result in a model context directly follows the call it answers",

@@ -57,6 +57,7 @@ from agentcore_fsm.core.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from agentcore_fsm.core.model_policies import check_compacted
 from agentcore_fsm.core.tools import (
     AfterToolCallResult,
     AgentTool,
@@ -90,7 +91,13 @@ __all__ = [
     "tool_spec",
 ]
 
-HOOK_NAMES = ("before_tool_call", "after_tool_call", "prepare_next_turn", "should_stop_after_turn")
+HOOK_NAMES = (
+    "before_tool_call",
+    "after_tool_call",
+    "prepare_next_turn",
+    "should_stop_after_turn",
+    "compact",
+)
 """The hooks whose values a record holds (the others' values are not inputs of the machine)."""
 
 ToolResolver = Callable[[str], AgentTool]
@@ -452,6 +459,8 @@ def encode_hook_value(name: str, value: Any) -> dict[str, Any]:
         if name == "prepare_next_turn":
             update = check_turn_update(value)
             return {"value": None if update is None else encode_update(update)}
+        if name == "compact":  # the compaction hook: the new messages (core/model_policies.py)
+            return {"value": [encode_message(m) for m in check_compacted(value)]}
     except InvalidValueError as exc:
         # the machine makes a blocked call's text of str(exc), a failure's of exc_text(exc):
         # the same text for an InvalidValueError, which always has one
@@ -481,6 +490,8 @@ def hook_value(name: str, value: Any, tools: ToolResolver) -> Any:
         if not isinstance(value, bool):
             raise RecordError(f"{what} is {_kind(value)}, not a bool")
         return value
+    if name == "compact":  # never None: the checked list of messages
+        return _messages(value, what)
     if value is None:
         return None
     if name == "before_tool_call":

@@ -58,6 +58,11 @@ from agentcore_fsm.persist.codec import (
 )
 from agentcore_fsm.persist.inputs import decode_entry, encode_input, partial_of
 from agentcore_fsm.persist.output_record import encode_output, output_for_restore, read_output
+from agentcore_fsm.persist.policy_record import (
+    encode_policies,
+    policies_differ,
+    policies_for_reader,
+)
 
 __all__ = [
     "JOURNAL_FORMAT",
@@ -116,6 +121,7 @@ _HEADER_FIELDS = frozenset(
         "hooks",
         "continuing",
         "output",  # a run with an output type only (persist/output_record.py)
+        "policies",  # a run with a fallback or a compaction only (persist/policy_record.py)
     }
 )
 _LEVELS = frozenset(get_args(ThinkingLevel))
@@ -327,6 +333,9 @@ class JournaledLoopMachine(LoopMachine):
             output = encode_output(config.output)
             if output is not None:
                 self.header["output"] = output
+            policies = encode_policies(config)  # fallback, compaction (persist/policy_record.py)
+            if policies is not None:
+                self.header["policies"] = policies
         except RecordError as exc:
             raise JournalError(f"the run cannot be recorded: {exc}") from None
 
@@ -425,6 +434,9 @@ def _restore(
             f"config given "
             f"has {hooks or 'none'}: give the same ones to resume it"
         )
+    different = policies_differ(snap.header, config)  # persist/policy_record.py
+    if different is not None:
+        raise JournalError(f"{where}{different}", run_id=run_id)
     try:
         output = output_for_restore(config.output, header.output, where)
     except ValueError as exc:
@@ -603,7 +615,11 @@ def derive_run(
             f"{where}a tool's description in the record: {exc}", run_id=run_id
         ) from None
     stubs.update({t.name: t for t in tools})
-    config = AgentLoopConfig(model=Model(id="recorded"))
+    try:  # the recorded fallback and compaction settings (persist/policy_record.py)
+        policies = policies_for_reader(snap.header)
+    except RecordError as exc:
+        raise JournalError(f"{where}{exc}", run_id=run_id) from None
+    config = AgentLoopConfig(model=Model(id="recorded"), **policies)
     hooks = snap.header.get("hooks")
     for name in hooks if isinstance(hooks, list) else ():
         if name in SHAPING_HOOKS:

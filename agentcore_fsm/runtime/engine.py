@@ -52,6 +52,7 @@ from agentcore_fsm.core.boundary import (
     check_llm_messages,
     check_message_list,
 )
+from agentcore_fsm.core.compaction import run_compaction
 from agentcore_fsm.core.config import (
     LlmContext,
     StreamFn,
@@ -568,7 +569,11 @@ class Driver:
                         return Step()
                     return feed(ApprovalChecked(main.index, needed, timestamp=now()))
                 assert isinstance(main, CallHook)
-                hook = getattr(self.config, main.name)
+                hook = (
+                    run_compaction  # context compaction (core/compaction.py)
+                    if main.name == "compact"
+                    else getattr(self.config, main.name)
+                )
                 try:
                     value = await call(hook, main.ctx, self.signal)
                 except Exception as exc:

@@ -60,6 +60,7 @@ def test_every_input_and_auto_trigger_is_accounted_for() -> None:
         "skip_steering_poll",
         "skip_follow_up_poll",
         "limit_reached",  # usage limits, before each model request (docs/policies.md)
+        "compact_first",  # context compaction before a request (docs/policies-models.md)
     }
     # the ones the engine offers on entering a state are marked so; model_finished is fired
     # by the stream_event input when a terminal event arrives
@@ -287,6 +288,7 @@ def test_hooks_and_stream_events_are_read_from_the_declaration() -> None:
         "executing": "after_tool_call",
         "deciding_stop": "should_stop_after_turn",
         "preparing_next_turn": "prepare_next_turn",
+        "compacting": "compact",  # context compaction (docs/policies-models.md)
     }
     assert call.state_of_hook("before_tool_call") == "checking"
     assert call.state_of_hook("after_tool_call") == "reviewing"
@@ -307,6 +309,9 @@ def test_transitions_say_which_variables_they_read_and_set() -> None:
         "message_started",
         "usage",  # assistant_end counts the response (usage limits, docs/policies.md)
         "requested",
+        # assistant_end ends a request: fallback and compaction (core/model_policies.py)
+        "model_errors",
+        "compacted",
     )
     stop = by[("stop_decided", ("deciding_stop",), "stopped", ("stop_requested",))]
     assert loop.reads(stop) == ("stop_requested",)

@@ -37,6 +37,7 @@ from agentcore_fsm.core.events import (
     AgentStartEvent,
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,
+    ContextCompactedEvent,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
@@ -305,6 +306,27 @@ def case_partial_outside() -> tuple[list[Any], Any, None]:
 def case_partial_in_user_message() -> tuple[list[Any], Any, None]:
     extra = OutputPartialEvent(output={"x": 1})
     return insert(good_events(), 3, extra), extra, None
+
+
+def case_compacted_after_the_assistant_message() -> tuple[list[Any], Any, None]:
+    extra = ContextCompactedEvent(reason="budget")
+    return insert(good_events(), 7, extra), extra, None
+
+
+def case_compacted_with_fewer_indices() -> tuple[list[Any], Any, None]:
+    extra = ContextCompactedEvent(dropped=[U], indices=[], kept=1)
+    return insert(good_events(), 4, extra), extra, None
+
+
+def case_compacted_with_unordered_indices() -> tuple[list[Any], Any, None]:
+    extra = ContextCompactedEvent(dropped=[U, U], indices=[3, 1], kept=1)
+    return insert(good_events(), 4, extra), extra, None
+
+
+def test_a_compaction_before_the_assistant_message_is_good() -> None:
+    event = ContextCompactedEvent(dropped=[U, U], indices=[0, 2], kept=3)
+    summary = check_run(insert(good_events(), 4, event), GOOD_MESSAGES)
+    assert summary.reason == "completed" and summary.events == len(good_events()) + 1
 
 
 def case_unclosed_message() -> tuple[list[Any], Any, None]:
@@ -613,6 +635,8 @@ EVENT_CASES: dict[str, list[Case]] = {
     "R3.interleaved": [case_interleaved],
     "R3.update_outside": [case_update_outside, case_update_in_user_message],
     "R3.partial_outside": [case_partial_outside, case_partial_in_user_message],
+    "K.compacted_outside": [case_compacted_after_the_assistant_message],
+    "K.compacted_data": [case_compacted_with_fewer_indices, case_compacted_with_unordered_indices],
     "R3.unclosed_message": [case_unclosed_message, case_unclosed_message_at_the_end],
     "R3.not_a_message": [
         case_string_message,

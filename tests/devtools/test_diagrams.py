@@ -1096,8 +1096,11 @@ async def test_the_steps_of_a_recorded_run_are_in_order(tmp_path: Path) -> None:
     by_trigger = {s.trigger: s for s in steps}
     # the model's first answer had tool calls: the aborted/errored/truncated checks came first
     finished = by_trigger["model_finished"]
-    assert [t.guards for t in finished.passed_over][:2] == [
+    assert [t.guards for t in finished.passed_over][:5] == [
         ("assistant_aborted",),
+        ("assistant_errored", "overflow_compactable"),  # fallback and compaction
+        ("assistant_errored", "fallback_left"),
+        ("assistant_errored", "fell_back"),
         ("assistant_errored",),
     ]
     # every recorded event is listed once, in order, after some step

@@ -18,6 +18,8 @@ import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
 from prop_limits import LIMIT_RUNS
+from prop_models import MODEL_BANK
+from prop_models import run_stepped as run_models_stepped
 from prop_output import OUTPUT_BANK, STEPPED_BANK, run_on, run_stepped
 from prop_policy_tools import policy_runs
 from prop_scenarios import run_scenario
@@ -41,6 +43,8 @@ def _run_the_banks() -> None:
         for output_case in OUTPUT_BANK.values():
             for backend in ("trio", "asyncio"):
                 run_on(output_case, backend)
+        for model_case in MODEL_BANK.values():  # fallback and compaction (prop_models)
+            run_models_stepped(model_case)
         for case in CALL_BANK.values():
             try:
                 run_case(case, record=True)

@@ -167,6 +167,7 @@ INVALID_CALLS: dict[str, Any] = {
     "tool_attempt_failed": lambda m: m.feed(ToolAttemptFailed(0, RuntimeError("x"))),
     "tool_timed_out": lambda m: m.feed(ToolTimedOut(0)),
     "retry_due": lambda m: m.feed(RetryDue(0)),
+    "context_compacted": lambda m: m.feed(HookReturned("compact", [])),
 }
 
 

@@ -36,6 +36,9 @@ import pytest
 from prop_bank import BANK
 from prop_lifecycle import lifecycle_runs
 from prop_limits import LIMIT_RUNS
+from prop_models import MODEL_BANK
+from prop_models import run_stepped as run_models_stepped
+from prop_models import verify as verify_models
 from prop_output import STEPPED_BANK
 from prop_output import run_stepped as run_output_case
 from prop_output import verify as verify_output
@@ -100,29 +103,62 @@ MUTANTS = mutants(REAL)
 CALL_MUTANTS = mutants(CALL_REAL)
 LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 
+
 # Mutants that cannot be told apart by any run, because they change nothing observable; each
 # with the reason. The engine makes them equivalent: entering `executing` offers its automatic
 # `tools_settled`, which sends a batch whose calls have not begun back to `preparing_tools`;
 # entering `closing_turn` asks for `proceed`, one more round trip that leads where the
 # original went when should_stop_after_turn is not configured.
-EQUIVALENT = {  # (indices as declared; the usage-limit transitions #30, #49-#55 moved them)
-    "retarget #31:model_finished:streaming -> executing": "tools_settled [calls_remain] "
+def _where(trigger: str, source: str, dest: str, *, emits: str | None = None) -> str:
+    """The mutant name's ``#N:trigger:source`` of the one declared transition that matches
+    (indices move whenever a transition is inserted: the policies insert several)."""
+    found = [
+        t
+        for t in REAL.transitions
+        if t.trigger == trigger
+        and source in t.source
+        and t.dest == dest
+        and (emits is None or emits in t.emits)
+    ]
+    assert len(found) == 1, (trigger, source, dest, emits, found)
+    t = found[0]
+    return f"#{t.index}:{t.trigger}:{'|'.join(t.source)}"
+
+
+_TOOLS = _where("model_finished", "streaming", "preparing_tools", emits="begin_calls")
+_STOP = _where("stop_decided", "deciding_stop", "awaiting_steering")
+_SETTLED = _where("tools_settled", "executing", "preparing_tools")
+_APPROVED = _where("approvals_settled", "awaiting_approval", "preparing_tools")
+_OVERFLOW = _where("model_finished", "streaming", "compacting", emits="compact_for_overflow")
+_FALLBACK = _where("model_finished", "streaming", "falling_back", emits="fall_back")
+
+EQUIVALENT = {
+    f"retarget {_TOOLS} -> executing": "tools_settled [calls_remain] "
     "returns to preparing_tools at once and the calls begin there",
-    "retarget #44:stop_decided:deciding_stop -> closing_turn": "closing_turn only adds a "
+    f"retarget {_STOP} -> closing_turn": "closing_turn only adds a "
     "proceed before awaiting_steering, where the original goes directly",
     # Calls begin only in preparing_tools (may_begin), so `begin_calls` emitted elsewhere
     # begins none; entering awaiting_approval offers its automatic `approvals_settled`, whose
     # [calls_remain, not approvals_pending] transition sends a batch with calls still to
     # begin (and none running, ready or waiting) back to preparing_tools, where they begin.
-    "retarget #31:model_finished:streaming -> awaiting_approval": "approvals_settled "
+    f"retarget {_TOOLS} -> awaiting_approval": "approvals_settled "
     "[calls_remain] returns to preparing_tools at once (no call has begun: none is ready, "
     "answered or waiting) and the calls begin there",
-    "retarget #39:tools_settled:executing -> awaiting_approval": "the same: [calls_remain] "
+    f"retarget {_SETTLED} -> awaiting_approval": "the same: [calls_remain] "
     "holds only in a sequential batch between two calls (none ready or waiting), so "
     "approvals_settled returns to preparing_tools at once and the next call begins there",
-    "retarget #38:approvals_settled:awaiting_approval -> executing": "the mirror image: "
+    f"retarget {_APPROVED} -> executing": "the mirror image: "
     "tools_settled [calls_remain] returns to preparing_tools at once and the next call begins "
     "there",
+    # Fallback and compaction (prop_models): `compact_for_overflow` and `fall_back` emit no
+    # event; they write variables (and the model) that only the next state's effect reads, so
+    # their place among the transition's emit actions cannot be seen.
+    f"swap turn_end/compact_for_overflow {_OVERFLOW}": "compact_for_overflow "
+    "only writes compaction_reason, which the compacting effect reads; turn_end reads nothing "
+    "of it",
+    f"swap turn_end/fall_back {_FALLBACK}": "fall_back writes model_index, "
+    "model_errors and the model, which only the next request reads; turn_end carries the "
+    "failed message, which fall_back does not change",
 }
 # None for the tool call and the lifecycle: every one of their mutants is killed.
 CALL_EQUIVALENT: dict[str, str] = {}
@@ -212,6 +248,16 @@ def kill(decl: Declaration) -> str | None:
     runs |= {
         f"policy: {name}": (lambda run=run: run(decl, None)) for name, run in POLICY_RUNS.items()
     }
+
+    def model_case(name: str) -> Callable[[], None]:  # fallback and compaction (prop_models)
+        def run() -> None:
+            case = MODEL_BANK[name]
+            events, messages, _ = run_models_stepped(case, decl)
+            verify_models(case, events, messages)
+
+        return run
+
+    runs |= {f"models {name}": model_case(name) for name in MODEL_BANK}
     return _first_failure(runs)
 
 

@@ -46,6 +46,7 @@ from agentcore_fsm.core.events import (
 from agentcore_fsm.core.messages import (
     MESSAGE_ADAPTER,
     AssistantMessage,
+    ErrorKind,
     Message,
     Model,
     TextContent,
@@ -55,6 +56,7 @@ from agentcore_fsm.core.messages import (
     Usage,
 )
 from agentcore_fsm.core.tools import ARGUMENTS_ERROR_KEY, RAW_ARGUMENTS_KEY
+from agentcore_fsm.integrations.providers.error_kinds import error_kind
 
 __all__ = [
     "ABORTED_MESSAGE",
@@ -351,11 +353,13 @@ class StreamBuilder:
         self.partial.stop_reason = stop_reason
         return StreamDone(reason=stop_reason, message=self.partial)
 
-    def failed(self, message: str) -> StreamError:
-        """Finish the message as an error with ``message``; return the ``error`` event."""
+    def failed(self, message: str, kind: ErrorKind = "other") -> StreamError:
+        """Finish the message as an error with ``message`` and its ``error_kind``; return the
+        ``error`` event."""
         set_cost(self.model, self.partial.usage)
         self.partial.stop_reason = "error"
         self.partial.error_message = message
+        self.partial.error_kind = kind
         return StreamError(reason="error", error=self.partial)
 
     def aborted(self) -> StreamError:
@@ -586,7 +590,7 @@ class SdkProvider(ABC):
                     await anyio.lowlevel.checkpoint()
                     yield builder.aborted()
                 else:
-                    yield builder.failed(describe_error(exc))
+                    yield builder.failed(describe_error(exc), error_kind(exc))
         finally:
             watch.close()
             with anyio.CancelScope(shield=True):

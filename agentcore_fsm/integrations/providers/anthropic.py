@@ -350,7 +350,7 @@ class _Translator(ChunkTranslator):
         b = self.b
         events = b.close_open()
         if not self.stopped:
-            events.append(b.failed(INCOMPLETE))
+            events.append(b.failed(INCOMPLETE, "server_error"))
             return events
         reason = self.stop_reason
         if reason == "refusal":

@@ -44,6 +44,7 @@ from agentcore_fsm.core.events import (
 )
 from agentcore_fsm.core.messages import (
     AssistantMessage,
+    ErrorKind,
     Model,
     StopReason,
     TextContent,
@@ -59,9 +60,12 @@ EXHAUSTED = "No more faux responses queued"
 
 @dataclass
 class FauxError:
-    """A scripted failure: the call ends with an ``error`` event carrying ``message``."""
+    """A scripted failure: the call ends with an ``error`` event carrying ``message`` and, as
+    a real provider's would, its ``kind`` (``AssistantMessage.error_kind``: "rate_limit",
+    "overloaded", "server_error", "timeout", "context_overflow", ...; None: not known)."""
 
     message: str = "Faux provider error"
+    kind: ErrorKind | None = None
 
 
 FauxItem = AssistantMessage | FauxError | Callable[[LlmContext], "AssistantMessage | FauxError"]
@@ -168,6 +172,7 @@ class FauxProvider:
             await pause()
             partial.stop_reason = "error"
             partial.error_message = item.message
+            partial.error_kind = item.kind
             partial.content = [TextContent(text="")]
             yield StreamError(reason="error", error=partial)
             return
@@ -200,6 +205,7 @@ class FauxProvider:
         partial.usage = item.usage
         partial.stop_reason = item.stop_reason
         partial.error_message = item.error_message
+        partial.error_kind = item.error_kind
         if item.stop_reason in ("error", "aborted"):
             yield StreamError(reason=item.stop_reason, error=partial)
         else:

@@ -257,7 +257,7 @@ class _Translator(ChunkTranslator):
             b.content[index].arguments = parse_tool_arguments(b.raw_arguments[index])
         reason = self.finish_reason
         if reason is None:
-            events.append(b.failed(INCOMPLETE))
+            events.append(b.failed(INCOMPLETE, "server_error"))
             return events
         if reason == "content_filter":
             events.append(b.failed(CONTENT_FILTER))

@@ -397,7 +397,10 @@ async def test_http_errors(server: ScriptedServer, status: int, fixture: str, me
     server.queue(Reply(status=status, body=fixture))
     events = await collect(provider(), model_for(server), hello())
     assert summary(events) == [("error", "error", message)]
-    assert dump(final(events)) == expected([], "error", error_message=message)
+    kind = {400: "invalid_request", 429: "rate_limit", 500: "server_error", 529: "overloaded"}
+    assert dump(final(events)) == expected(
+        [], "error", error_message=message, error_kind=kind[status]
+    )
     assert len(server.requests) == 1
 
 
@@ -422,7 +425,7 @@ async def test_error_event_inside_the_stream(server: ScriptedServer) -> None:
         ("error", "error", message),
     ]
     assert without_usage(dump(final(events))) == without_usage(
-        expected([TextContent(text="Hel")], "error", error_message=message)
+        expected([TextContent(text="Hel")], "error", error_message=message, error_kind="overloaded")
     )
 
 

@@ -331,7 +331,8 @@ async def test_http_errors(server: ScriptedServer, status: int, fixture: str, me
     server.queue(Reply(status=status, body=fixture))
     events = await collect(provider(), model_for(server), hello())
     assert summary(events) == [("error", "error", message)]
-    assert dump(final(events)) == expected([], "error", error_message=message)
+    kind = {400: "invalid_request", 429: "rate_limit", 500: "server_error"}[status]
+    assert dump(final(events)) == expected([], "error", error_message=message, error_kind=kind)
     assert len(server.requests) == 1
 
 
@@ -366,7 +367,10 @@ async def test_stream_cut_mid_way(server: ScriptedServer) -> None:
     assert message.error_message is not None
     assert message.error_message.startswith("Connection error: ")
     assert dump(message) == expected(
-        [TextContent(text="Hello wor")], "error", error_message=message.error_message
+        [TextContent(text="Hello wor")],
+        "error",
+        error_message=message.error_message,
+        error_kind="server_error",  # a stream cut short (docs/policies-models.md#error-kinds)
     )
 
 
@@ -398,7 +402,7 @@ async def test_error_object_inside_the_stream(server: ScriptedServer) -> None:
         ("error", "error", message),
     ]
     assert dump(final(events)) == expected(
-        [TextContent(text="Hel")], "error", error_message=message
+        [TextContent(text="Hel")], "error", error_message=message, error_kind="server_error"
     )
 
 
