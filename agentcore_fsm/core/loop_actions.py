@@ -130,9 +130,7 @@ class LoopActions(OutputActions, DeclaredMachine):
         self.now = 0
         self.prompts = list(prompts)
         # a run works on a copy: the caller's context and list are never mutated
-        self.context = AgentContext(
-            context.system_prompt, list(context.messages), list(context.tools)
-        )
+        self.context = AgentContext.copy(context)
         self.context.messages.extend(self.prompts)
         self.model = config.model
         self.reasoning: str | None = config.reasoning

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from helpers import MODEL, user
+from helpers import MODEL, make_tool, user
 
 from agentcore_fsm import AgentContext, AgentLoopConfig, AssistantMessage, LoopMachine
 from agentcore_fsm.core.events import MessageUpdateEvent, StreamStart, TextDelta, TextStart
@@ -55,3 +55,20 @@ def test_stream_update_answers_a_delta_as_stream_event_does() -> None:
     assert m.stream_update(StreamStart(partial=partial)) is None  # not a block event
     assert m.stream_update(TextDelta(content_index=0, delta="x", partial="junk")) is None  # type: ignore[arg-type]
     assert m.stream_update(object()) is None
+
+
+def test_context_copy_is_equal_independent_and_checks_the_tools() -> None:
+    tool = make_tool("echo")
+    context = AgentContext("sys", [user("a")], [tool])
+    copied = AgentContext.copy(context)
+    assert type(copied) is AgentContext and copied == context
+    assert copied.messages is not context.messages and copied.tools is not context.tools
+    copied.messages.append(user("b"))
+    assert len(context.messages) == 1
+    context.tools.append("junk")  # type: ignore[arg-type]
+    try:
+        AgentContext.copy(context)
+    except TypeError as exc:
+        assert "tools[1] must be an AgentTool" in str(exc)
+    else:
+        raise AssertionError("a junk tool was copied")
