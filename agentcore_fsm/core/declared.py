@@ -11,7 +11,9 @@ Compiling builds a ``transitions.Machine`` from the declaration through its publ
 with two documented extension points: a ``transition_cls`` that carries the declared
 :class:`~agentcore_fsm.core.declaration.TransitionSpec` and a ``event_cls`` whose ``select`` picks
 the first transition (in declaration order) whose guards hold, which the running machine then
-takes — and nothing else: machines built here use none of ``transitions``' callback phases. The
+takes — and nothing else: machines built here use none of ``transitions``' callback phases.
+The running machine reads each event's transitions once, into tuples per trigger and source
+state (``Compiled.candidates``), and selects from those with :func:`select`, the same rule. The
 compiled machine is owned by the declaration object (``Declaration.compiled``), one per running
 class, shared by every run; a run is never registered on it (it is the model handed to
 ``Event.select``), so nothing is kept alive after a run however it ends. Runs stepped from several
