@@ -1,5 +1,5 @@
-"""The streamed delta's hot path builds the same ``message_update`` event as the ordinary path,
-and the machine's compiled selection picks what the declaration says."""
+"""The hot path builds what the ordinary path builds: a streamed delta's ``message_update``
+event, and a run's copy of its context."""
 
 from __future__ import annotations
 
