@@ -11,7 +11,9 @@ Compiling builds a ``transitions.Machine`` from the declaration through its publ
 with two documented extension points: a ``transition_cls`` that carries the declared
 :class:`~agentcore_fsm.core.declaration.TransitionSpec` and a ``event_cls`` whose ``select`` picks
 the first transition (in declaration order) whose guards hold, which the running machine then
-takes — and nothing else: machines built here use none of ``transitions``' callback phases. The
+takes — and nothing else: machines built here use none of ``transitions``' callback phases.
+The running machine reads each event's transitions once, into tuples per trigger and source
+state (``Compiled.candidates``), and selects from those with :func:`select`, the same rule. The
 compiled machine is owned by the declaration object (``Declaration.compiled``), one per running
 class, shared by every run; a run is never registered on it (it is the model handed to
 ``Event.select``), so nothing is kept alive after a run however it ends. Runs stepped from several
@@ -234,6 +236,10 @@ class Compiled:
         self.initial: tuple[tuple[Any, bool], ...] = tuple(
             (spec.initial, isinstance(spec.initial, list)) for spec in decl.variables.values()
         )
+        # the same values as arguments, when none of them is a list to copy (most machines)
+        self.plain_initial: tuple[Any, ...] | None = (
+            None if any(fresh for _, fresh in self.initial) else tuple(v for v, _ in self.initial)
+        )
         self.setters: dict[str, frozenset[str]] = {
             name: frozenset(spec.set_by) for name, spec in decl.variables.items()
         }
@@ -260,6 +266,17 @@ class Compiled:
             ignore_invalid_triggers=False,
         )
         self.events: dict[str, Any] = dict(self.machine.events)
+        # what the running machine selects from, read off the compiled events once: per trigger
+        # and source state, the candidate transitions in declaration order with their guard
+        # checks (a trigger with no transition from a state has no entry for it)
+        self.candidates: dict[str, dict[str, Candidates]] = {
+            trigger: {
+                state: tuple((t.spec, t.checks) for t in ts)
+                for state, ts in event.transitions.items()
+                if ts
+            }
+            for trigger, event in self.events.items()
+        }
         self.actions: tuple[tuple[Callable[..., Any], ...], ...] = tuple(
             tuple(emits[e] for e in t.emits) for t in decl.transitions
         )
@@ -276,6 +293,18 @@ class Compiled:
                     if t.trigger not in auto.setdefault(state, []):
                         auto[state].append(t.trigger)
         self.auto: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in auto.items()}
+        # entering a state: the candidates of its auto triggers (in order) and its effect
+        self.entering: dict[str, tuple[tuple[Candidates, ...], Callable[..., Any] | None]] = {
+            state: (
+                tuple(
+                    self.candidates[trigger][state]
+                    for trigger in self.auto.get(state, ())
+                    if state in self.candidates[trigger]
+                ),
+                effects.get(state),
+            )
+            for state in decl.states
+        }
         self.accepts: dict[str, frozenset[str]] = {
             state: frozenset(decl.accepted_inputs(state)) for state in decl.states
         }
@@ -295,7 +324,38 @@ class Compiled:
         """A fresh variables record with the declared initial values (None without one)."""
         if self.record is None:
             return None
+        if self.plain_initial is not None:
+            return self.record(*self.plain_initial)
         return self.record(*[list(value) if fresh else value for value, fresh in self.initial])
+
+
+Candidates = tuple[tuple[TransitionSpec, tuple[tuple[Callable[..., Any], bool], ...]], ...]
+"""The transitions one trigger may take from one state, in declaration order, each with its
+guard checks ``(guard, must_hold)``."""
+
+
+def select(candidates: Candidates, model: Any) -> TransitionSpec | None:
+    """The spec of the first of ``candidates`` whose guards hold for ``model`` (None if none
+    does). What ``DeclaredEvent.select`` answers, from the tuples compiled once: a guard runs at
+    most once per trigger (guards are predicates of the machine's data, which does not change
+    meanwhile)."""
+    if len(candidates) == 1:
+        spec, checks = candidates[0]
+        for check, target in checks:
+            if bool(check(model)) is not target:
+                return None
+        return spec
+    seen: dict[Any, bool] = {}
+    for spec, checks in candidates:
+        for check, target in checks:
+            value = seen.get(check)
+            if value is None:
+                value = seen[check] = bool(check(model))
+            if value is not target:
+                break
+        else:
+            return spec
+    return None
 
 
 def _missing(*args: Any) -> Any:  # pragma: no cover - never bound: compiling fails first
@@ -370,7 +430,8 @@ class DeclaredMachine:
     def fire(self, trigger: str) -> None:
         """Take the transition for ``trigger`` (one must hold: the declaration says so)."""
         source = self.state
-        spec = self._compiled.events[trigger].select(self)
+        candidates = self._compiled.candidates[trigger].get(source)
+        spec = None if candidates is None else select(candidates, self)
         if spec is None:
             raise MachineError(
                 f"{self.declaration.name}: no declared transition for {trigger!r} from "
@@ -380,7 +441,10 @@ class DeclaredMachine:
 
     def offer(self, trigger: str) -> bool:
         """Take the transition for ``trigger`` if one from the current state holds."""
-        spec = self._compiled.events[trigger].select(self)
+        candidates = self._compiled.candidates[trigger].get(self.state)
+        if candidates is None:
+            return False
+        spec = select(candidates, self)
         if spec is None:
             return False
         self._take(spec)
@@ -414,11 +478,11 @@ class DeclaredMachine:
         self.history.append(compiled.records[spec.index][source])
         for action in compiled.actions[spec.index]:
             action(self)
-        for trigger in compiled.auto.get(dest, ()):
-            taken = compiled.events[trigger].select(self)
+        autos, effect = compiled.entering[dest]
+        for candidates in autos:
+            taken = select(candidates, self)
             if taken is not None:
                 self._take(taken)
                 return
-        effect = compiled.effects.get(dest)
         if effect is not None:
             effect(self)

@@ -125,8 +125,18 @@ def _compile(schema: Any) -> Check:
         return lambda v: True
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:  # the usual {"type": ..., "properties": ...}: no loop
+        first, second = checks
+        return lambda v: first(v) and second(v)
     chain = tuple(checks)
-    return lambda v: all(check(v) for check in chain)
+
+    def every(value: Any) -> bool:
+        for check in chain:
+            if not check(value):
+                return False
+        return True
+
+    return every
 
 
 def _compile_type(wanted: Any) -> Check:

@@ -60,6 +60,7 @@ __all__ = ["REQUEST_ABORTED", "LoopActions", "LoopVars"]
 REQUEST_ABORTED = "Request was aborted"
 # the states of a call whose tool runs or is about to run again (no later call may begin)
 _BUSY = ("running", "reviewing", "backing_off")
+_SETTLED = frozenset({"ended", "answered"})  # a call whose tool is done (its result known)
 
 
 @dataclass(slots=True)
@@ -150,9 +151,7 @@ class LoopActions(OutputActions, LimitActions, ModelPolicyActions, DeclaredMachi
         self.now = 0
         self.prompts = list(prompts)
         # a run works on a copy: the caller's context and list are never mutated
-        self.context = AgentContext(
-            context.system_prompt, list(context.messages), list(context.tools)
-        )
+        self.context = AgentContext.copy(context)
         self.context.messages.extend(self.prompts)
         self.model = config.model
         self.reasoning: str | None = config.reasoning
@@ -299,18 +298,29 @@ class LoopActions(OutputActions, LimitActions, ModelPolicyActions, DeclaredMachi
         prepares tools, once every earlier call is prepared (parallel) or answered (sequential)."""
         if self.state != "preparing_tools":
             return False  # calls begin only while the loop prepares tools
-        earlier = self._calls[:index]
+        calls = self._calls
         if self.vars.parallel:
-            return all(c.state in PREPARED for c in earlier)
-        return all(c.state == "answered" for c in earlier)
+            for i in range(index):
+                if calls[i].state not in PREPARED:
+                    return False
+            return True
+        for i in range(index):
+            if calls[i].state != "answered":
+                return False
+        return True
 
     def may_answer_call(self, index: int) -> bool:
         """Whether tool call ``index`` may append its result message now (:class:`CallOwner`):
         every earlier call answered and, in parallel mode, every call ended."""
         calls = self._calls
-        if not all(c.state == "answered" for c in calls[:index]):
-            return False
-        return not self.vars.parallel or all(c.state in ("ended", "answered") for c in calls)
+        for i in range(index):
+            if calls[i].state != "answered":
+                return False
+        if self.vars.parallel:
+            for i in range(index, len(calls)):
+                if calls[i].state not in _SETTLED:
+                    return False
+        return True
 
     def _make_calls(self, parallel: bool) -> None:
         """The machines of the message's tool calls; ``parallel``: the batch's mode, which the

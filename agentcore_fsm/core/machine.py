@@ -102,6 +102,21 @@ from agentcore_fsm.core.tool_call import (
 )
 from agentcore_fsm.core.tools import AgentToolResult, error_result, merge_after
 
+_new = object.__new__
+
+
+def message_update(message: AssistantMessage, event: Any) -> MessageUpdateEvent:
+    """``MessageUpdateEvent(message=message, assistant_message_event=event)``, built without
+    the keyword call: a class called with keywords costs about four times as much as setting
+    the three fields of a new instance (0.8 µs against 0.2 µs), once for every streamed delta.
+    ``tests/core/test_hot_path.py`` checks that the two are equal field for field."""
+    update: MessageUpdateEvent = _new(MessageUpdateEvent)
+    update.type = "message_update"
+    update.message = message
+    update.assistant_message_event = event
+    return update
+
+
 __all__ = [
     "ABORTED_TEXT",
     "REQUEST_ABORTED",
@@ -270,10 +285,11 @@ class LoopMachine(LoopActions):
                 self.vars.message_started
                 and event.type in self._stream_updates
                 and self.state == "streaming"
-                and isinstance(event.partial, AssistantMessage)
             ):
-                self._partial = event.partial
-                return MessageUpdateEvent(message=event.partial, assistant_message_event=event)
+                partial = event.partial
+                if isinstance(partial, AssistantMessage):
+                    self._partial = partial
+                    return message_update(partial, event)
         except (AttributeError, TypeError):  # not an event: stream_event says so
             pass
         return None
