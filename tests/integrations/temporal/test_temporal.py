@@ -1,0 +1,226 @@
+"""Runs on a real Temporal dev server (the session's ``temporal_server``, no mock of the SDK):
+the same run as in memory, approval from another process while no worker runs, abort, a worker
+killed mid-tool, the SDK's replayer on a recorded history."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import temporal_app
+from equivalence_runs import Snapshots, as_regenerated, plain_events, plain_messages, snapshot
+from temporalio.worker import Replayer
+
+from agentcore_fsm.core.config import AgentContext
+from agentcore_fsm.integrations import temporal as durable
+from agentcore_fsm.integrations.durable_api import DurableAgent
+from agentcore_fsm.persist.journal import derive_run
+from agentcore_fsm.runtime.driver import as_prompts, run_agent_loop
+from agentcore_fsm.runtime.resume import INTERRUPTED_TEXT
+
+WORKER = str(Path(__file__).resolve().parents[2] / "temporal_worker.py")
+SHORT = durable.RunOptions(model_timeout_s=2.0, tool_timeout_s=2.0)
+
+
+async def _in_memory(agent: DurableAgent) -> tuple[list[Any], list[Any]]:
+    events = Snapshots()
+    messages = await run_agent_loop(
+        as_prompts(["charge order 7"]),
+        AgentContext("", [], list(agent.tools)),
+        agent.config,
+        events,
+        stream_fn=agent.stream_fn,
+    )
+    return events.events, messages
+
+
+@asynccontextmanager
+async def _launched(address: str, *agents: DurableAgent, queue: str | None) -> AsyncIterator[None]:
+    await durable.launch(address, agents=agents, queue=queue, passed_through=["temporal_app"])
+    try:
+        yield
+    finally:
+        await durable.shutdown()
+
+
+async def _until(run_id: str, kind: str) -> list[Any]:
+    """The run's events up to the first of type ``kind`` (bounded: 20 s)."""
+    seen = []
+    async for event in durable.follow_async(run_id, timeout_s=20):
+        seen.append(event)
+        if event.type == kind:
+            return seen
+    raise AssertionError(f"no {kind} event: {[e.type for e in seen]}")
+
+
+def _worker(address: str, queue: str, **env: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, WORKER, "worker", address, queue],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> int:
+    if proc.poll() is None:
+        assert proc.stdin is not None
+        proc.stdin.close()  # the worker shuts down and exits
+    return proc.wait(timeout=30)
+
+
+def test_a_run_completes_as_in_memory_with_its_record(temporal_server: str) -> None:
+    agent = temporal_app.make("shop-plain")
+    run_id = f"plain-{uuid.uuid4()}"
+
+    async def main() -> Any:
+        async with _launched(temporal_server, agent, queue=f"q-{uuid.uuid4()}"):
+            live = Snapshots()
+            messages = await durable.run_durable(
+                "shop-plain", ["charge order 7"], run_id=run_id, emit=live
+            )
+            followed = [snapshot(e) async for e in durable.follow_async(run_id, timeout_s=10)]
+            record = await durable.record_async(run_id)
+            history = await durable.connect(temporal_server)
+            history_data = await history.get_workflow_handle(run_id).fetch_history()
+        return live, messages, followed, record, history_data
+
+    live, messages, followed, record, history = asyncio.run(main())
+    ref_events, ref_messages = asyncio.run(_in_memory(agent))
+    assert plain_messages(messages) == plain_messages(ref_messages)
+    expected = as_regenerated(plain_events(ref_events, updates=False))
+    assert as_regenerated(plain_events(live.events)) == expected
+    assert as_regenerated(plain_events(followed)) == expected
+    # the record is the run store's: derived again, it gives the same messages and end
+    derived = derive_run(record, run_id=run_id)
+    assert plain_messages(derived.machine.new_messages) == plain_messages(ref_messages)
+    assert derived.machine.end_reason == "completed"
+
+    # the SDK's replayer replays the recorded history (determinism) ...
+    async def replay(agents: list[DurableAgent]) -> None:
+        for a in agents:
+            durable.register(a)
+        replayer = Replayer(
+            workflows=[durable.RunWorkflow],
+            workflow_runner=durable.worker_for_runner(["temporal_app"]),
+        )
+        await replayer.replay_workflow(history)
+
+    asyncio.run(replay([agent]))
+    # ... and fails it when the workflow's code would decide otherwise (no tools: no activity)
+    changed = DurableAgent("shop-plain", agent.stream_fn, agent.config, ())
+    with pytest.raises(Exception, match=r"[Nn]ondetermin"):
+        asyncio.run(replay([changed]))
+    durable.register(agent)
+
+
+def test_approval_from_another_process_while_no_worker_runs(temporal_server: str) -> None:
+    agent = temporal_app.make("shop-approve", approve=True)
+    run_id = f"approve-{uuid.uuid4()}"
+    queue = f"q-{uuid.uuid4()}"
+
+    async def wait_for_approval() -> list[str]:
+        async with _launched(temporal_server, agent, queue=queue):
+            await durable.start_run("shop-approve", ["charge order 7"], run_id=run_id)
+            return [e.type for e in await _until(run_id, "approval_requested")]
+
+    before = asyncio.run(wait_for_approval())  # the worker is gone once this returns
+    assert before[-1] == "approval_requested" and "tool_execution_end" in before
+    decided = subprocess.run(
+        [sys.executable, WORKER, "decide", temporal_server, run_id, "b", "approve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert decided.returncode == 0, decided.stderr
+
+    async def finish() -> list[Any]:
+        async with _launched(temporal_server, agent, queue=queue):
+            return await durable.result_async(run_id)
+
+    messages = asyncio.run(finish())
+    assert messages[-2].role == "toolResult" and not messages[-2].is_error
+    assert messages[-2].content[0].text == "charged 30 EUR"
+    assert messages[-1].content[0].text == "Done: order 7 is paid."
+
+
+def test_abort_is_a_cancellation(temporal_server: str) -> None:
+    agent = temporal_app.make("shop-abort", approve=True)
+    run_id = f"abort-{uuid.uuid4()}"
+
+    async def main() -> tuple[list[Any], Any]:
+        async with _launched(temporal_server, agent, queue=f"q-{uuid.uuid4()}"):
+            await durable.start_run("shop-abort", ["charge order 7"], run_id=run_id)
+            await _until(run_id, "approval_requested")
+            await durable.abort_async(run_id)
+            messages = await durable.result_async(run_id)
+            events = [e async for e in durable.follow_async(run_id, timeout_s=10)]
+            record = await durable.record_async(run_id)
+        return messages, (events, record)
+
+    messages, (events, record) = asyncio.run(main())
+    assert events[-1].type == "agent_end"
+    assert derive_run(record).machine.end_reason == "aborted"
+    assert all(m.content[0].text != "charged 30 EUR" for m in messages if m.role == "toolResult")
+
+
+def test_a_worker_killed_mid_tool_is_continued_by_another(
+    temporal_server: str, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects"
+    env = {"AGENTCORE_TEMPORAL_EFFECTS": str(effects)}
+    queue = f"q-{uuid.uuid4()}"
+    run_id = f"killed-{uuid.uuid4()}"
+    first = _worker(temporal_server, queue, AGENTCORE_TEMPORAL_DIE="charge", **env)
+    try:
+
+        async def start() -> None:
+            async with _launched(temporal_server, queue=None):
+                await durable.start_run(
+                    "shop", ["charge order 7"], run_id=run_id, queue=queue, options=SHORT
+                )
+
+        asyncio.run(start())
+        try:
+            assert first.wait(timeout=30) == -9  # killed itself inside charge
+        except subprocess.TimeoutExpired:
+            first.kill()
+            raise AssertionError(first.communicate()[1][-3000:] + effects.read_text()) from None
+        second = _worker(temporal_server, queue, **env)
+        try:
+
+            async def finish() -> list[Any]:
+                async with _launched(temporal_server, queue=None):
+                    return await durable.result_async(run_id)
+
+            messages = asyncio.run(finish())
+        finally:
+            assert _stop(second) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    charged = [m for m in messages if m.role == "toolResult" and m.tool_call_id == "b"]
+    assert charged[0].is_error
+    assert charged[0].content[0].text == INTERRUPTED_TEXT.format(name="charge")
+    # nothing that completed ran again: each model call once, lookup once, charge once
+    assert effects.read_text().splitlines() == [
+        "model 0",
+        "lookup a",
+        "model 1",
+        "charge b",
+        "model 2",
+    ]
