@@ -224,3 +224,42 @@ def test_a_worker_killed_mid_tool_is_continued_by_another(
         "charge b",
         "model 2",
     ]
+
+
+def test_worker_command_runs_a_run_and_refuses_bad_input(temporal_server: str) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    run_id = f"cli-{uuid.uuid4()}"
+    tests = str(Path(WORKER).parent)
+    command = [sys.executable, "-m", "agentcore_fsm", "worker", "--engine", "temporal"]
+    bad = subprocess.run(
+        [*command, "--app", "temporal_app:agents", "--address", "nowhere"],
+        capture_output=True,
+        text=True,
+        cwd=tests,
+        timeout=60,
+    )
+    assert bad.returncode == 2
+    assert (
+        bad.stderr.strip().splitlines()[-1].endswith("--address must be host:port, not 'nowhere'")
+    )
+    proc = subprocess.Popen(
+        [*command, "--app", "temporal_app:agents", "--address", temporal_server, "--queue", queue],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tests,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith(f"worker consuming {queue}")
+
+        async def main() -> list[Any]:
+            async with _launched(temporal_server, queue=None):
+                await durable.start_run("shop", ["charge order 7"], run_id=run_id, queue=queue)
+                return await durable.result_async(run_id)
+
+        messages = asyncio.run(main())
+        assert messages[-1].content[0].text == "Done: order 7 is paid."
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
