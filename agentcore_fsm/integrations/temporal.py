@@ -26,9 +26,9 @@ Decisions (documented in docs/durable.md):
 * Abort is Temporal's cancellation: the run's abort signal fires, the machine ends the run as
   ``"aborted"`` (its ``agent_end``), and the workflow *completes* with that result, as an aborted
   run in memory returns its messages.
-* Tool and turn hooks (``before_tool_call``, ``after_tool_call``, ``prepare_next_turn``,
-  ``should_stop_after_turn``) are not activities yet: a run of an agent that has one fails at its
-  start with :class:`TemporalRunError` (steering and follow-up polls are activities).
+* The tool and turn hooks are activities, given their contexts as JSON data
+  (:mod:`agentcore_fsm.integrations.temporal_hooks`); ``transform_context`` and
+  ``convert_to_llm`` run in the workflow (keep them free of effects, as on DBOS).
 * Events (``message_update`` deltas excepted) are kept by the workflow and read with the query
   :data:`EVENTS_QUERY` (:func:`follow_async` polls it); live listeners of the worker process
   (:func:`listen`) get them as the workflow makes them (not again when a worker replays it).
@@ -57,8 +57,17 @@ from typing import Any
 
 import anyio
 from temporalio import activity, workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
+from temporalio.converter import (
+    AdvancedJSONEncoder,
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+    value_to_type,
+)
 from temporalio.exceptions import ActivityError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -71,8 +80,10 @@ from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER, StreamDone, StreamErr
 from agentcore_fsm.core.messages import AgentMessage
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.integrations.durable_api import DurableAgent
+from agentcore_fsm.integrations.temporal_hooks import HOOK_NAMES, call_hook, encode_hook_context
 from agentcore_fsm.persist.codec import (
     JournaledError,
+    decode_hook_value,
     decode_message,
     decode_model,
     decode_poll,
@@ -81,18 +92,23 @@ from agentcore_fsm.persist.codec import (
     encode_model,
     encode_poll,
     encode_tool_outcome,
+    tools_by_name,
 )
 from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot
+from agentcore_fsm.persist.json_text import dumps, loads
 from agentcore_fsm.runtime.driver import as_prompts, run_machine
 from agentcore_fsm.runtime.resume import INTERRUPTED_TEXT
 
 __all__ = [
+    "DATA_CONVERTER",
     "DECISION_SIGNAL",
     "EVENTS_QUERY",
     "RECORD_QUERY",
     "RUNS_QUEUE",
     "WORKFLOW_NAME",
     "DurableAgent",
+    "RecordJSONPayloadConverter",
+    "RecordPayloadConverter",
     "RunOptions",
     "TemporalRunError",
     "abort_async",
@@ -124,8 +140,6 @@ EVENTS_QUERY = "agentcore_fsm.events"
 """The query of a run's events from number ``n`` on: ``{"events": [...], "done": bool}``."""
 RECORD_QUERY = "agentcore_fsm.record"
 """The query of a run's record so far (a :class:`RunSnapshot` as JSON)."""
-HOOKS = ("before_tool_call", "after_tool_call", "prepare_next_turn", "should_stop_after_turn")
-"""The config's hooks a Temporal run refuses (not yet activities): it fails at its start."""
 PASSED_THROUGH = (
     "agentcore_fsm",
     "pydantic",
@@ -138,6 +152,47 @@ PASSED_THROUGH = (
     "jsonschema",
 )
 """Modules the workflow sandbox shares with the worker process instead of importing again."""
+
+
+class RecordJSONPayloadConverter(JSONPlainPayloadConverter):
+    """Temporal's ``json/plain`` payloads written in the JSON text of the run record
+    (:mod:`agentcore_fsm.persist.json_text`): every string kept code point for code point (a
+    pair of surrogates stays two code points, as in memory and in every store), where a plain
+    JSON reader would join it into one character. Other values are converted as Temporal's own
+    JSON converter does."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        encoder = AdvancedJSONEncoder()
+        text = dumps(value, default=encoder.default)
+        return Payload(metadata={"encoding": self.encoding.encode()}, data=text.encode("utf-8"))
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        value = loads(payload.data.decode("utf-8"))
+        if type_hint is None or value is None:
+            return value
+        return value_to_type(type_hint, value)
+
+
+class RecordPayloadConverter(CompositePayloadConverter):
+    """Temporal's default payload converters, ``json/plain`` by
+    :class:`RecordJSONPayloadConverter`."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            *(
+                RecordJSONPayloadConverter()
+                if isinstance(converter, JSONPlainPayloadConverter)
+                else converter
+                for converter in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+DATA_CONVERTER = dataclasses.replace(
+    DataConverter.default, payload_converter_class=RecordPayloadConverter
+)
+"""The data converter of every client, worker and replayer of runs (:func:`connect` uses it;
+give it to a :class:`temporalio.worker.Replayer`)."""
 
 
 class TemporalRunError(RuntimeError):
@@ -320,9 +375,15 @@ async def poll_call(agent_name: str, name: str) -> dict[str, Any]:
         return {"raise": exc_text(exc)}
 
 
+@activity.defn(name="agentcore_fsm.hook")
+async def hook_call(agent_name: str, name: str, ctx: dict[str, Any]) -> dict[str, Any]:
+    """A tool or turn hook of the agent's config, given its context as JSON data."""
+    return await call_hook(_agent(agent_name), name, ctx)
+
+
 def activities() -> list[Callable[..., Any]]:
     """The activities a worker of runs registers."""
-    return [model_call, tool_call, approval_check, poll_call]
+    return [model_call, tool_call, approval_check, poll_call, hook_call]
 
 
 # --- the workflow ------------------------------------------------------------------------------
@@ -425,12 +486,9 @@ class _WorkflowRun:
         for name in ("get_steering_messages", "get_follow_up_messages"):
             if getattr(config, name) is not None:
                 changes[name] = self._wrap_poll(name)
-        hooks = [name for name in HOOKS if getattr(config, name) is not None]
-        if hooks:
-            raise TemporalRunError(
-                f"the agent {self.agent.name!r} has {', '.join(hooks)}: tool and turn hooks are "
-                f"not run on Temporal yet (their contexts are not activity arguments)"
-            )
+        for name in HOOK_NAMES:
+            if getattr(config, name) is not None:
+                changes[name] = self._wrap_hook(name)
         return dataclasses.replace(config, **changes)
 
     # --- the model call ---
@@ -508,6 +566,24 @@ class _WorkflowRun:
 
         return durable_poll
 
+    def _wrap_hook(self, name: str) -> Callable[..., Any]:
+        tools = tools_by_name({t.name: t for t in self.tools})
+
+        async def durable_hook(ctx: Any, signal: Any) -> Any:
+            out = await workflow.execute_activity(
+                hook_call,
+                args=[self.agent.name, name, encode_hook_context(name, ctx)],
+                **self._activity_options(self.options.tool_attempts, self.options.tool_timeout_s),
+            )
+            out = _raise_or(out)
+            if "args" in out and isinstance(ctx.args, dict) and isinstance(out["args"], dict):
+                if ctx.args != out["args"]:  # before_tool_call edited them in place
+                    ctx.args.clear()
+                    ctx.args.update(out["args"])
+            return decode_hook_value(name, {k: v for k, v in out.items() if k != "args"}, tools)
+
+        return durable_hook
+
     def _decide(self, timeout: float | None) -> Callable[[Any, Any], Any]:
         decisions = self.flow.decisions
 
@@ -564,7 +640,9 @@ def worker_for(
 async def connect(address: str, *, namespace: str = "default") -> Client:
     """A client of the Temporal server at ``address`` (``host:port``), kept for this
     process's calls of this module."""
-    _state.client = await Client.connect(address, namespace=namespace)
+    _state.client = await Client.connect(
+        address, namespace=namespace, data_converter=DATA_CONVERTER
+    )
     return _state.client
 
 

@@ -116,6 +116,7 @@ def test_a_run_completes_as_in_memory_with_its_record(temporal_server: str) -> N
         replayer = Replayer(
             workflows=[durable.RunWorkflow],
             workflow_runner=durable.worker_for_runner(["temporal_app"]),
+            data_converter=durable.DATA_CONVERTER,
         )
         await replayer.replay_workflow(history)
 
