@@ -30,7 +30,11 @@ async def worker(address: str, queue: str) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_reader(sys.stdin.fileno(), lambda: stop.set() if not sys.stdin.read(1) else None)
     await durable.launch(
-        address, agents=temporal_app.agents(), queue=queue, passed_through=["temporal_app"]
+        address,
+        agents=temporal_app.agents(),
+        queue=queue,
+        passed_through=["temporal_app"],
+        sticky_timeout_s=1.0,  # a killed worker's runs go on elsewhere 1 s later
     )
     print("ready", flush=True)
     try:

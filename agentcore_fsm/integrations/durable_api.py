@@ -15,6 +15,7 @@ This module imports no engine SDK.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,8 +24,10 @@ from agentcore_fsm.core.approval import ApprovalDecision
 from agentcore_fsm.core.config import AgentLoopConfig, StreamFn
 from agentcore_fsm.core.messages import AgentMessage
 from agentcore_fsm.core.tools import AgentTool
+from agentcore_fsm.persist.journal import RunSnapshot, derive_run
+from agentcore_fsm.persist.recorder import RunRecorder
 
-__all__ = ["DurableAgent", "DurableEngine"]
+__all__ = ["DurableAgent", "DurableEngine", "write_recording"]
 
 
 @dataclass
@@ -77,3 +80,24 @@ class DurableEngine(Protocol):
     async def result_async(self, run_id: str) -> list[AgentMessage]:
         """Wait for the run ``run_id`` and return its new messages."""
         ...
+
+
+def write_recording(
+    record: RunSnapshot | dict[str, Any], path: str | os.PathLike[str], *, run_id: str
+) -> None:
+    """Write a durable run's record (header and entries: what a Temporal run's
+    ``record_async`` returns) as a recording at ``path``: the run's record lines only, from
+    which :func:`~agentcore_fsm.persist.recording.load_run`, replay and ``agentcore-fsm diagram
+    --run`` derive its transitions and events, as for a run recorded in memory. A run that has
+    not ended is written without its end (it reads as a run in flight). Raises
+    :class:`~agentcore_fsm.persist.journal.JournalError` for a record that does not derive."""
+    snapshot = RunSnapshot.model_validate(record) if isinstance(record, dict) else record
+    end = derive_run(snapshot, run_id=run_id).machine.end_reason
+    owner, lease = "write_recording", 60.0
+    with RunRecorder(path) as recorder:
+        store = recorder.store
+        store.create_run(run_id, snapshot.header, session_id=None, owner=owner, lease_s=lease)
+        for seq, entry in enumerate(snapshot.entries):
+            store.append(run_id, seq, entry, owner=owner, lease_s=lease)
+        if end is not None:
+            store.finish(run_id, end, owner=owner)

@@ -623,10 +623,13 @@ def worker_for(
     queue: str = RUNS_QUEUE,
     passed_through: Sequence[str] = (),
     max_concurrent_activities: int | None = None,
+    sticky_timeout_s: float = 10.0,
 ) -> Worker:
     """A Temporal worker of runs and their activities on the task queue ``queue``. The
     sandbox passes ``agentcore_fsm`` and ``passed_through`` (the modules of your agents)
-    through. Run it with ``async with`` or :func:`launch`."""
+    through. ``sticky_timeout_s``: how long a run's next workflow task waits for this worker
+    (which caches the run) before any worker takes it: after a crash, the run goes on elsewhere
+    that much later (Temporal's default, 10 s). Run it with ``async with`` or :func:`launch`."""
     return Worker(
         client,
         task_queue=queue,
@@ -634,6 +637,7 @@ def worker_for(
         activities=activities(),
         workflow_runner=worker_for_runner(passed_through),
         max_concurrent_activities=max_concurrent_activities,
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_timeout_s),
     )
 
 
@@ -654,10 +658,12 @@ async def launch(
     queue: str | None = None,
     passed_through: Sequence[str] = (),
     max_concurrent_activities: int | None = None,
+    sticky_timeout_s: float = 10.0,
 ) -> Client:
     """Connect this process to the Temporal server at ``address`` and register ``agents``;
     with ``queue``, also run a worker of that task queue (in a task of this event loop, until
-    :func:`shutdown`). Returns the client."""
+    :func:`shutdown`; ``passed_through``, ``max_concurrent_activities`` and
+    ``sticky_timeout_s`` as for :func:`worker_for`). Returns the client."""
     for agent in agents:
         register(agent)
     if _state.client is not None:
@@ -670,6 +676,7 @@ async def launch(
             queue=queue,
             passed_through=passed_through,
             max_concurrent_activities=max_concurrent_activities,
+            sticky_timeout_s=sticky_timeout_s,
         )
         _state.worker = worker
         _state.task = asyncio.ensure_future(worker.run())

@@ -21,8 +21,9 @@ from temporalio.worker import Replayer
 
 from agentcore_fsm.core.config import AgentContext
 from agentcore_fsm.integrations import temporal as durable
-from agentcore_fsm.integrations.durable_api import DurableAgent
+from agentcore_fsm.integrations.durable_api import DurableAgent, write_recording
 from agentcore_fsm.persist.journal import derive_run
+from agentcore_fsm.persist.recording import load_run
 from agentcore_fsm.runtime.driver import as_prompts, run_agent_loop
 from agentcore_fsm.runtime.resume import INTERRUPTED_TEXT
 
@@ -82,7 +83,7 @@ def _stop(proc: subprocess.Popen[str]) -> int:
     return proc.wait(timeout=30)
 
 
-def test_a_run_completes_as_in_memory_with_its_record(temporal_server: str) -> None:
+def test_a_run_completes_as_in_memory_with_its_record(temporal_server: str, tmp_path: Path) -> None:
     agent = temporal_app.make("shop-plain")
     run_id = f"plain-{uuid.uuid4()}"
 
@@ -108,6 +109,22 @@ def test_a_run_completes_as_in_memory_with_its_record(temporal_server: str) -> N
     derived = derive_run(record, run_id=run_id)
     assert plain_messages(derived.machine.new_messages) == plain_messages(ref_messages)
     assert derived.machine.end_reason == "completed"
+    # ... and written as a recording, load_run and `diagram --run` read it as any run's
+    path = tmp_path / "run.jsonl"
+    write_recording(record, path, run_id=run_id)
+    loaded = load_run(path)
+    assert loaded.end_reason == "completed"
+    assert plain_messages(loaded.last_run_messages()) == plain_messages(ref_messages)
+    assert as_regenerated(plain_events([snapshot(e) for e in loaded.events])) == expected
+    drawn = subprocess.run(
+        [sys.executable, "-m", "agentcore_fsm", "diagram", "--run", str(path), "--steps"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert drawn.returncode == 0, drawn.stderr
+    assert f"{len(derived.machine.history)} transitions, ended: completed" in drawn.stdout
+    assert "tool_execution_start(charge)" in drawn.stdout
 
     # the SDK's replayer replays the recorded history (determinism) ...
     async def replay(agents: list[DurableAgent]) -> None:
@@ -178,53 +195,85 @@ def test_abort_is_a_cancellation(temporal_server: str) -> None:
     assert all(m.content[0].text != "charged 30 EUR" for m in messages if m.role == "toolResult")
 
 
-def test_a_worker_killed_mid_tool_is_continued_by_another(
-    temporal_server: str, tmp_path: Path
-) -> None:
-    effects = tmp_path / "effects"
-    env = {"AGENTCORE_TEMPORAL_EFFECTS": str(effects)}
-    queue = f"q-{uuid.uuid4()}"
-    run_id = f"killed-{uuid.uuid4()}"
-    first = _worker(temporal_server, queue, AGENTCORE_TEMPORAL_DIE="charge", **env)
+@pytest.fixture(scope="module")
+def crashes(
+    temporal_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[list[Any], list[str]]]:
+    """For each point (``charge``: inside the non-idempotent tool; ``stream``: at the third
+    streamed event of the second model call), a worker that kills itself (SIGKILL) there, then
+    a second worker that continues the run: the run's messages and the effects, in order. Both
+    crashes run at once (each mostly waits for Temporal's timeouts)."""
+    points = ("charge", "stream")
+    queues = {p: f"q-{uuid.uuid4()}" for p in points}
+    run_ids = {p: f"killed-{p}-{uuid.uuid4()}" for p in points}
+    effects = {p: tmp_path_factory.mktemp(p) / "effects" for p in points}
+    envs = {p: {"AGENTCORE_TEMPORAL_EFFECTS": str(effects[p])} for p in points}
+    procs: list[subprocess.Popen[str]] = []
     try:
+        firsts = {
+            p: _worker(temporal_server, queues[p], AGENTCORE_TEMPORAL_DIE=p, **envs[p])
+            for p in points
+        }
+        procs.extend(firsts.values())
 
         async def start() -> None:
             async with _launched(temporal_server, queue=None):
-                await durable.start_run(
-                    "shop", ["charge order 7"], run_id=run_id, queue=queue, options=SHORT
-                )
+                for p in points:
+                    await durable.start_run(
+                        "shop",
+                        ["charge order 7"],
+                        run_id=run_ids[p],
+                        queue=queues[p],
+                        options=SHORT,
+                    )
 
         asyncio.run(start())
-        try:
-            assert first.wait(timeout=30) == -9  # killed itself inside charge
-        except subprocess.TimeoutExpired:
-            first.kill()
-            raise AssertionError(first.communicate()[1][-3000:] + effects.read_text()) from None
-        second = _worker(temporal_server, queue, **env)
-        try:
+        for p, first in firsts.items():
+            assert first.wait(timeout=30) == -9, p  # it killed itself
+        seconds = [_worker(temporal_server, queues[p], **envs[p]) for p in points]
+        procs.extend(seconds)
 
-            async def finish() -> list[Any]:
-                async with _launched(temporal_server, queue=None):
-                    return await durable.result_async(run_id)
+        async def finish() -> list[list[Any]]:
+            async with _launched(temporal_server, queue=None):
+                return list(
+                    await asyncio.gather(*(durable.result_async(run_ids[p]) for p in points))
+                )
 
-            messages = asyncio.run(finish())
-        finally:
-            assert _stop(second) == 0
+        results = asyncio.run(finish())
+        for second in seconds:
+            assert _stop(second) == 0  # a clean shutdown, no crash at exit
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return {
+        p: (messages, effects[p].read_text().splitlines())
+        for p, messages in zip(points, results, strict=True)
+    }
+
+
+def test_a_worker_killed_mid_tool_is_continued_by_another(
+    crashes: dict[str, tuple[list[Any], list[str]]],
+) -> None:
+    messages, effects = crashes["charge"]
     charged = [m for m in messages if m.role == "toolResult" and m.tool_call_id == "b"]
     assert charged[0].is_error
     assert charged[0].content[0].text == INTERRUPTED_TEXT.format(name="charge")
     # nothing that completed ran again: each model call once, lookup once, charge once
-    assert effects.read_text().splitlines() == [
-        "model 0",
-        "lookup a",
-        "model 1",
-        "charge b",
-        "model 2",
-    ]
+    assert effects == ["model 0", "lookup a", "model 1", "charge b", "model 2"]
+
+
+def test_a_worker_killed_mid_stream_is_continued_by_another(
+    crashes: dict[str, tuple[list[Any], list[str]]],
+) -> None:
+    messages, effects = crashes["stream"]
+    # the model call cut short runs again (it never completed); lookup, done before, does not
+    assert effects == ["model 0", "lookup a", "model 1", "model 1", "charge b", "model 2"]
+    charged = [m for m in messages if m.role == "toolResult" and m.tool_call_id == "b"]
+    assert not charged[0].is_error and charged[0].content[0].text == "charged 30 EUR"
+    assert messages[-1].content[0].text == "Done: order 7 is paid."
+    assert [m.role for m in messages].count("assistant") == 3
 
 
 def test_worker_command_runs_a_run_and_refuses_bad_input(temporal_server: str) -> None:
