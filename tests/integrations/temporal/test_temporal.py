@@ -313,3 +313,69 @@ def test_worker_command_runs_a_run_and_refuses_bad_input(temporal_server: str) -
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
+
+
+@pytest.mark.slow  # about 40 s on a loaded 2-core machine: run it with -m slow
+def test_fifty_queued_runs_across_two_workers(temporal_server: str, tmp_path: Path) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    prefix = uuid.uuid4().hex[:8]
+    effects = [tmp_path / "effects-1", tmp_path / "effects-2"]
+
+    async def enqueue() -> None:  # queued before any worker runs
+        async with _launched(temporal_server, queue=None):
+            for i in range(50):
+                await durable.start_run(
+                    "shop", [f"charge order {i}"], run_id=f"{prefix}-{i}", queue=queue
+                )
+
+    asyncio.run(enqueue())
+    workers = [_worker(temporal_server, queue, AGENTCORE_TEMPORAL_EFFECTS=str(e)) for e in effects]
+    try:
+
+        async def results() -> list[list[Any]]:
+            async with _launched(temporal_server, queue=None):
+                return list(
+                    await asyncio.gather(
+                        *(durable.result_async(f"{prefix}-{i}") for i in range(50))
+                    )
+                )
+
+        runs = asyncio.run(results())
+    finally:
+        codes = [_stop(w) for w in workers]
+    assert codes == [0, 0]
+    for i, messages in enumerate(runs):
+        assert messages[0].content[0].text == f"charge order {i}"
+        assert messages[-1].content[0].text == "Done: order 7 is paid."
+    lines = [e.read_text().splitlines() if e.exists() else [] for e in effects]
+    assert all(lines), "both workers ran some of the calls"
+    done = sorted(lines[0] + lines[1])
+    assert done == sorted(["model 0", "lookup a", "model 1", "charge b", "model 2"] * 50)
+
+
+@pytest.mark.slow  # about 13 s (DBOS and Temporal started in a new process): -m slow
+def test_the_durable_bench_measures_every_engine(temporal_server: str) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentcore_fsm.cli.durable_bench",
+            "--runs",
+            "2",
+            "--temporal",
+            temporal_server,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert [line.split("  ")[0].strip() for line in lines[1:]] == [
+        "in memory",
+        "SQLite journal",
+        "DBOS (SQLite)",
+        "Temporal",
+    ]
+    assert lines[1].split()[-1] == "1.0"  # memory is the unit of the ratios
+    assert all(float(line.split()[-1]) > 0 for line in lines[1:])
