@@ -6,7 +6,8 @@ idempotent, needs approval when the agent is made with ``approve=True``), then a
 The answer follows from the transcript (the count of assistant messages), so any process answers
 the same. Each tool execution appends ``<name> <call id>`` to the file named by
 ``$AGENTCORE_TEMPORAL_EFFECTS`` (when set); ``$AGENTCORE_TEMPORAL_DIE`` = ``charge`` makes charge
-kill its process (SIGKILL) after writing its effect, ``stream`` the second model call mid-stream.
+kill its process (SIGKILL) after writing its effect, ``lookup`` the same in the idempotent
+lookup, ``stream`` the second model call mid-stream.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ async def stream_fn(model: Any, context: Any, options: Any) -> Any:
 
 def lookup(call_id: str, args: Any, signal_: Any, on_update: Any) -> AgentToolResult:
     _effect(f"lookup {call_id}")
+    if os.environ.get("AGENTCORE_TEMPORAL_DIE") == "lookup":
+        os.kill(os.getpid(), signal.SIGKILL)
     return AgentToolResult(content=[TextContent(text="order 7: 2 books, 30 EUR")])
 
 

@@ -68,7 +68,7 @@ from temporalio.converter import (
     JSONPlainPayloadConverter,
     value_to_type,
 )
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -342,14 +342,22 @@ async def model_call(
 
 @activity.defn(name="agentcore_fsm.tool")
 async def tool_call(agent_name: str, name: str, call_id: str, args: Any) -> dict[str, Any]:
-    """One tool execution; its outcome as the codec encodes it (an error is an outcome)."""
+    """One tool execution; its outcome as the codec encodes it (an error is an outcome). The
+    tool gets a signal of its own and an ``on_update`` that drops its progress updates (a
+    Temporal run has no ``tool_execution_update`` events: an activity's result is all the
+    workflow sees)."""
     tool = {t.name: t for t in _agent(agent_name).tools}[name]
     execute: Any = tool.execute
+    signal = AbortController().signal  # a tool's progress updates stay in the activity
+
+    def on_update(partial: Any) -> None:
+        return None
+
     try:
         if inspect.iscoroutinefunction(execute):
-            value = await execute(call_id, args, None, None)
+            value = await execute(call_id, args, signal, on_update)
         else:
-            value = await _maybe(await asyncio.to_thread(execute, call_id, args, None, None))
+            value = await _maybe(await asyncio.to_thread(execute, call_id, args, signal, on_update))
     except Exception as exc:
         return encode_tool_outcome(name, error=exc)
     return encode_tool_outcome(name, value)
@@ -727,9 +735,8 @@ async def start_run(
             task_queue=queue or _state.queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )
-    except Exception as exc:  # already started: attach
-        if type(exc).__name__ != "WorkflowAlreadyStartedError":
-            raise
+    except WorkflowAlreadyStartedError:  # started before: attach to it
+        pass
     return run_id
 
 

@@ -200,10 +200,11 @@ def crashes(
     temporal_server: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, tuple[list[Any], list[str]]]:
     """For each point (``charge``: inside the non-idempotent tool; ``stream``: at the third
-    streamed event of the second model call), a worker that kills itself (SIGKILL) there, then
-    a second worker that continues the run: the run's messages and the effects, in order. Both
-    crashes run at once (each mostly waits for Temporal's timeouts)."""
-    points = ("charge", "stream")
+    streamed event of the second model call; ``lookup``: inside the idempotent tool), a worker
+    that kills itself (SIGKILL) there, then a second worker that continues the run: the run's
+    messages and the effects, in order. The crashes run at once (each mostly waits for
+    Temporal's timeouts)."""
+    points = ("charge", "stream", "lookup")
     queues = {p: f"q-{uuid.uuid4()}" for p in points}
     run_ids = {p: f"killed-{p}-{uuid.uuid4()}" for p in points}
     effects = {p: tmp_path_factory.mktemp(p) / "effects" for p in points}
@@ -262,6 +263,17 @@ def test_a_worker_killed_mid_tool_is_continued_by_another(
     assert charged[0].content[0].text == INTERRUPTED_TEXT.format(name="charge")
     # nothing that completed ran again: each model call once, lookup once, charge once
     assert effects == ["model 0", "lookup a", "model 1", "charge b", "model 2"]
+
+
+def test_an_idempotent_tool_killed_mid_call_runs_again_on_another_worker(
+    crashes: dict[str, tuple[list[Any], list[str]]],
+) -> None:
+    messages, effects = crashes["lookup"]
+    # Temporal's retry policy runs it again (it is idempotent); the model call before it does not
+    assert effects == ["model 0", "lookup a", "lookup a", "model 1", "charge b", "model 2"]
+    looked = [m for m in messages if m.role == "toolResult" and m.tool_call_id == "a"]
+    assert not looked[0].is_error and looked[0].content[0].text == "order 7: 2 books, 30 EUR"
+    assert messages[-1].content[0].text == "Done: order 7 is paid."
 
 
 def test_a_worker_killed_mid_stream_is_continued_by_another(
