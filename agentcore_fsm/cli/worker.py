@@ -1,5 +1,6 @@
-"""``agentcore-fsm worker``: a process that runs durable runs from a DBOS queue
-(docs/durable.md). Needs the ``dbos`` extra, imported when the command runs."""
+"""``agentcore-fsm worker``: a process that runs durable runs from a DBOS queue, or with
+``--engine temporal`` from a Temporal task queue (:mod:`agentcore_fsm.cli.worker_temporal`)
+(docs/durable.md). Needs the engine's extra, imported when the command runs."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ class _AppError(Exception):
 
 
 def _load_app(spec: str) -> list[Any]:
-    from agentcore_fsm.integrations.dbos import DurableAgent
+    from agentcore_fsm.integrations.durable_api import DurableAgent
 
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
@@ -126,7 +127,17 @@ def _positive(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``agentcore-fsm worker``: consume a queue of durable runs until SIGTERM or SIGINT."""
+    """``agentcore-fsm worker``: consume a queue of durable runs until SIGTERM or SIGINT
+    (``--engine dbos``, the default, or ``--engine temporal``)."""
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    engine = argparse.ArgumentParser(prog="agentcore-fsm worker", add_help=False)
+    engine.add_argument("--engine", choices=("dbos", "temporal"), default="dbos")
+    chosen, rest = engine.parse_known_args(argv)
+    if chosen.engine == "temporal":
+        from agentcore_fsm.cli.worker_temporal import main as temporal_main
+
+        return temporal_main(rest, load_app=_load_app)
+    argv = rest
     try:
         from agentcore_fsm.integrations import dbos
     except ImportError as exc:  # the extra is not installed
@@ -138,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="agentcore-fsm worker", description="Run durable agent runs from a DBOS queue."
     )
+    parser.add_argument("--engine", choices=("dbos", "temporal"), default="dbos")
     parser.add_argument("--app", required=True, help="module:function giving DurableAgent(s)")
     parser.add_argument(
         "--database-url",
@@ -154,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--polling-interval", type=_seconds, default=0.2, help="seconds between queue polls"
     )
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    args = parser.parse_args(argv)
     if not args.database_url:
         parser.error("--database-url (or AGENTCORE_DBOS_URL) is required")
     try:

@@ -45,11 +45,12 @@ from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
 
 from agentcore_fsm.core.approval import TIMEOUT_TEXT, ApprovalDecision
 from agentcore_fsm.core.boundary import exc_text, json_data
-from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, StreamFn
+from agentcore_fsm.core.config import AgentContext, AgentLoopConfig
 from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER, StreamDone, StreamError, StreamStart
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.tools import AgentTool
+from agentcore_fsm.integrations.durable_api import DurableAgent
 from agentcore_fsm.persist.codec import (
     JournaledError,
     decode_hook_value,
@@ -73,6 +74,7 @@ __all__ = [
     "DurableAgent",
     "DurableBackendError",
     "DurableRunError",
+    "abort_async",
     "approval_topic",
     "enqueue_run",
     "follow",
@@ -84,6 +86,7 @@ __all__ = [
     "result_async",
     "run_durable",
     "send_decision",
+    "send_decision_async",
     "shutdown",
     "start_run",
 ]
@@ -129,19 +132,6 @@ def _check_asyncio() -> None:
 
 
 # --- agents -----------------------------------------------------------------------------------
-
-
-@dataclass
-class DurableAgent:
-    """What a durable run needs that cannot be stored: the model's stream function, the tools
-    and the config's callables. Register it under ``name`` in every process that may run (or
-    recover) its runs; a run names its agent, not its objects."""
-
-    name: str
-    stream_fn: StreamFn
-    config: AgentLoopConfig
-    tools: Sequence[AgentTool] = ()
-    system_prompt: str = ""
 
 
 _agents: dict[str, DurableAgent] = {}
@@ -736,3 +726,17 @@ def send_decision(
         client.send(run_id, message, topic)
     else:
         DBOS.send(run_id, message, topic)
+
+
+async def send_decision_async(run_id: str, call_id: str, decision: ApprovalDecision | bool) -> None:
+    """:func:`send_decision` from async code in a process that launched DBOS (the
+    :class:`~agentcore_fsm.integrations.durable_api.DurableEngine` interface)."""
+    if isinstance(decision, bool):
+        decision = ApprovalDecision(approved=decision)
+    await DBOS.send_async(run_id, decision.model_dump(mode="json"), approval_topic(call_id))
+
+
+async def abort_async(run_id: str) -> None:
+    """Abort the run ``run_id``: DBOS cancels its workflow (the
+    :class:`~agentcore_fsm.integrations.durable_api.DurableEngine` interface)."""
+    await DBOS.cancel_workflow_async(run_id)
