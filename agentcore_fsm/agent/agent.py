@@ -52,19 +52,21 @@ from agentcore_fsm.agent.approvals import ApprovalDesk
 from agentcore_fsm.agent.lifecycle import Lifecycle
 from agentcore_fsm.agent.listeners import AgentListener, Listeners
 from agentcore_fsm.agent.queues import QueueMode, as_message, as_prompts, dequeue
+from agentcore_fsm.agent.run_config import loop_config
 from agentcore_fsm.agent.session import SessionLease, free_ended_run, read_session
 from agentcore_fsm.agent.state import AgentState, UsageLimits
 from agentcore_fsm.agent.sync import check_no_running_loop
 from agentcore_fsm.core import checks
 from agentcore_fsm.core.abort import AbortController, AbortSignal
 from agentcore_fsm.core.approval import ApprovalDecision, RunSuspended
+from agentcore_fsm.core.compaction import Compaction
 from agentcore_fsm.core.config import (
-    MODEL_CALL_OPTIONS,
     AgentContext,
     AgentLoopConfig,
     ModelCallOptions,
     StreamFn,
 )
+from agentcore_fsm.core.fallback import ModelFallback
 from agentcore_fsm.core.machine import TransitionRecord
 from agentcore_fsm.core.messages import (
     AgentMessage,
@@ -74,6 +76,7 @@ from agentcore_fsm.core.messages import (
 )
 from agentcore_fsm.core.model_names import resolve_model
 from agentcore_fsm.core.run_context import bind_run
+from agentcore_fsm.core.tool_policy import ToolPolicy
 from agentcore_fsm.core.tools import AgentTool, ToolExecutionMode
 from agentcore_fsm.persist.store import RunStore, SessionBusyError, default_owner
 from agentcore_fsm.runtime.driver import (
@@ -153,6 +156,9 @@ _AGENT_CHECKS: dict[str, checks.Check] = {
     "steering_mode": checks.choice(get_args(QueueMode)),
     "follow_up_mode": checks.choice(get_args(QueueMode)),
     "tool_execution": checks.choice(get_args(ToolExecutionMode)),
+    "tool_policy": checks.instance_or_none(ToolPolicy, "a ToolPolicy"),
+    "fallback": checks.instance_or_none(ModelFallback, "a ModelFallback"),
+    "compaction": checks.instance_or_none(Compaction, "a Compaction"),
 }
 """The checks of the agent's plain configuration attributes (the others are properties that
 check what they are given, or fields of ``options``/``state`` checked there)."""
@@ -223,6 +229,9 @@ class Agent:
         session_wait_s: float | None = 0.0,
         deps: Any = None,
         limits: UsageLimits | None = None,
+        tool_policy: ToolPolicy | None = None,
+        fallback: ModelFallback | None = None,
+        compaction: Compaction | None = None,
     ) -> None:
         # a model named by a str ("openai:gpt-4o-mini") is described now (core.model_names)
         model = (
@@ -236,6 +245,9 @@ class Agent:
             )
         self._state = AgentState(system_prompt, model, thinking_level, tools, messages, limits)
         self.stream_fn = stream_fn
+        self.tool_policy = tool_policy  # run policies (docs/policies.md), as AgentLoopConfig's
+        self.fallback = fallback
+        self.compaction = compaction
         self.convert_to_llm = convert_to_llm
         self.transform_context = transform_context
         self.get_api_key = get_api_key
@@ -667,39 +679,13 @@ class Agent:
         return trio.run(self.continue_)
 
     def _loop_config(self, skip_initial_steering: bool) -> AgentLoopConfig:
-        state = self._state
-        steering, follow_ups = self._steering, self._follow_ups
-        steering_mode, follow_up_mode = self.steering_mode, self.follow_up_mode
-        skip = skip_initial_steering
-
-        def get_steering_messages() -> list[AgentMessage]:
-            nonlocal skip
-            if skip:
-                skip = False
-                return []
-            return dequeue(steering, steering_mode)
-
-        def get_follow_up_messages() -> list[AgentMessage]:
-            return dequeue(follow_ups, follow_up_mode)
-
-        level = state.thinking_level
-        options = {name: getattr(self.options, name) for name in MODEL_CALL_OPTIONS}
-        options["reasoning"] = None if level == "off" else level
-        return AgentLoopConfig(
-            model=state.model,
-            convert_to_llm=self.convert_to_llm,
-            transform_context=self.transform_context,
-            get_api_key=self.get_api_key,
-            **options,
-            tool_execution=self.tool_execution,
-            before_tool_call=self.before_tool_call,
-            after_tool_call=self.after_tool_call,
-            prepare_next_turn=self.prepare_next_turn,
-            should_stop_after_turn=self.should_stop_after_turn,
-            get_steering_messages=get_steering_messages,
-            get_follow_up_messages=get_follow_up_messages,
-            decide_approval=self._approvals.decide_for_run,
-            approval_timeout_s=self.approval_timeout_s,
+        return loop_config(
+            self,
+            self._state,
+            self._steering,
+            self._follow_ups,
+            self._approvals.decide_for_run,
+            skip_initial_steering,
         )
 
     async def _run(

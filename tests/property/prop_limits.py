@@ -78,6 +78,10 @@ def _reply(n: int, calls: int) -> AssistantMessage:
     )
 
 
+MAX_EFFECTS = 500
+"""More effects than any run of this module asks for (the longest asks for a few dozen)."""
+
+
 def step_run(
     decl: Declaration | None,
     observer: Observer,
@@ -131,6 +135,8 @@ def step_run(
     while not m.finished and pending:
         effect = pending.popleft()
         n += 1
+        if n > MAX_EFFECTS:  # a mutant that loops: no run here asks for this many effects
+            raise AssertionError(f"runaway: {n} effects, state {m.state}")
         clock[0] += 1
         now = clock[0]
         if abort_at is not None and n == abort_at:
