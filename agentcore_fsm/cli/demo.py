@@ -29,7 +29,9 @@ transition of the loop's state machine (``[fsm] source -(trigger)-> dest``).
 At the end the run's diagram (Mermaid, from the declaration and the transitions taken: the path
 thick, with counts, and how long the run waited in ``awaiting_approval``) is written to a file
 whose path is printed: ``--out PATH``, or by default
-``run.mmd`` in a new directory made with :func:`tempfile.mkdtemp` (never overwritten, never
+``run.mmd`` in the user's own demo directory in the temporary directory,
+``agentcore-fsm-demo-USER`` (:func:`demo_directory`: made private to the user, and the files of
+the last demo replaced, so that demos do not pile up folders; never
 inside the current directory). Next to it go the run's steps in order, as a Markdown table
 (``run-steps.md`` for ``run.mmd``), and, when Graphviz is installed, an SVG (``run.svg``).
 ``--out`` must name a ``.mmd`` or ``.mermaid`` file in an existing directory (none is created);
@@ -55,10 +57,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import getpass
 import inspect
 import json
 import math
+import os
 import re
+import stat
 import sys
 import tempfile
 import threading
@@ -546,6 +551,27 @@ async def run_demo(
     return messages, records, transcript.end_reason, times
 
 
+def demo_directory() -> Path:
+    """Where the demo writes its diagrams by default: ``agentcore-fsm-demo-USER`` in the
+    temporary directory, made (mode 0700) when missing, and the same one every time, so that
+    running the demo again replaces its files instead of leaving another folder behind. A path
+    there that is not a directory of this user's (a symlink, another user's folder, a file) is
+    never written into: a new private directory is made instead (:func:`tempfile.mkdtemp`)."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name to be had (some containers): the uid will do
+        user = str(os.getuid())
+    path = Path(tempfile.gettempdir()) / f"agentcore-fsm-demo-{user}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = path.lstat()
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            return path
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="agentcore-fsm-demo-"))
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.out is not None:
@@ -580,7 +606,7 @@ def main(argv: list[str]) -> int:
     if args.out is not None:
         target = Path(args.out)
     else:
-        target = Path(tempfile.mkdtemp(prefix="agentcore-fsm-demo-")) / "run.mmd"
+        target = demo_directory() / "run.mmd"
     failure = run_error(messages, end_reason)
     answered = isinstance(final, AssistantMessage) and final.stop_reason == "stop"
     ok = failure is None and end_reason == "completed" and answered

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -133,25 +136,43 @@ def test_demo_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert not svg.exists()
 
 
-def test_demo_default_output_goes_to_a_fresh_temporary_directory(
-    capsys: pytest.CaptureFixture[str],
+def test_demo_default_output_goes_to_the_user_s_demo_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # one private folder per user in the temporary directory, replaced by each demo: running
+    # it again leaves no second folder behind (it used to make a new one every time)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    expected = tmp_path / f"agentcore-fsm-demo-{getpass.getuser()}" / "run.mmd"
+    for _ in range(2):
+        code, out = run_demo(capsys)
+        assert code == 0
+        line = next(x for x in out.splitlines() if x.startswith("run diagram (Mermaid): "))
+        assert Path(line.removeprefix("run diagram (Mermaid): ")) == expected
+    assert expected.is_file() and "<b>final state</b>" in expected.read_text(encoding="utf-8")
+    assert (expected.parent / "run-steps.md").is_file()
+    assert stat.S_IMODE(expected.parent.stat().st_mode) == 0o700
+    assert [p.name for p in tmp_path.iterdir()] == [expected.parent.name]  # nothing else left
+
+
+def test_demo_never_writes_through_a_link_at_its_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / f"agentcore-fsm-demo-{getpass.getuser()}").symlink_to(elsewhere)
     code, out = run_demo(capsys)
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("run diagram (Mermaid): "))
     path = Path(line.removeprefix("run diagram (Mermaid): "))
-    try:
-        assert path.is_file()
-        assert path.name == "run.mmd" and path.parent.name.startswith("agentcore-fsm-demo-")
-        assert "<b>final state</b>" in path.read_text(encoding="utf-8")
-        assert (path.parent / "run-steps.md").is_file()
-    finally:
-        shutil.rmtree(path.parent)
+    assert path.is_file() and path.parent.parent == tmp_path
+    assert path.parent.name.startswith("agentcore-fsm-demo-") and not path.parent.is_symlink()
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_the_demo_page_shows_what_the_demo_prints(capsys: pytest.CaptureFixture[str]) -> None:
     # docs/demo.md quotes the end of the transcript and the summary, with the output directory
-    # written as /tmp/agentcore-fsm-demo-XXXXXXXX
+    # written as /tmp/agentcore-fsm-demo-USER
     shown = [b.code for b in code_blocks(DOCS / "demo.md") if b.lang == "text"]
     assert len(shown) == 1
     expected = shown[0].rstrip("\n").split("\n")
@@ -160,7 +181,7 @@ def test_the_demo_page_shows_what_the_demo_prints(capsys: pytest.CaptureFixture[
     line = next(x for x in out.splitlines() if x.startswith("run diagram (Mermaid): "))
     folder = Path(line.removeprefix("run diagram (Mermaid): ")).parent
     try:
-        printed = out.replace(str(folder), "/tmp/agentcore-fsm-demo-XXXXXXXX").splitlines()
+        printed = out.replace(str(folder), "/tmp/agentcore-fsm-demo-USER").splitlines()
         tail = printed[printed.index(expected[0]) :]
         if shutil.which("dot") is None:  # no SVG without Graphviz
             expected = [x for x in expected if not x.startswith("run diagram (SVG): ")]
