@@ -94,6 +94,7 @@ def step_run(
     hooks: bool = False,
     approval: bool = False,
     output: bool = False,
+    output_tool: bool = False,
 ) -> tuple[list[Any], list[Any], LoopMachine]:
     """Step one run; ``calls``: the tool calls of each response (the last repeats); ``abort_at``:
     feed ``Abort`` at the deadline instead of answering the effect with that number."""
@@ -111,7 +112,7 @@ def step_run(
         should_stop_after_turn=(lambda ctx: False) if hooks else None,
         before_tool_call=(lambda ctx: None) if hooks else None,
         after_tool_call=(lambda ctx: None) if hooks else None,
-        output=output_spec(int, mode="native") if output else None,
+        output=output_spec(int, mode="tool" if output_tool else "native") if output else None,
     )
     m = LoopMachine(
         [UserMessage(content="go")], AgentContext(tools=[tool]), config, declaration=decl
@@ -131,12 +132,17 @@ def step_run(
         pending.extend(step.effects)
 
     feed(Start(timestamp=clock[0]))
-    n = 0
+    n = performed = 0
     while not m.finished and pending:
         effect = pending.popleft()
+        performed += 1
+        if performed > MAX_EFFECTS:  # a mutant that loops: no run here asks for this many
+            raise AssertionError(f"runaway: {performed} effects, state {m.state}")
+        if isinstance(effect, Proceed):  # the machine's own round trip: not a cut point
+            clock[0] += 1
+            feed(Proceeded(timestamp=clock[0]))
+            continue
         n += 1
-        if n > MAX_EFFECTS:  # a mutant that loops: no run here asks for this many effects
-            raise AssertionError(f"runaway: {n} effects, state {m.state}")
         clock[0] += 1
         now = clock[0]
         if abort_at is not None and n == abort_at:
@@ -150,7 +156,12 @@ def step_run(
         elif isinstance(effect, CallModel):
             k = responses[0]
             responses[0] += 1
-            if output:
+            if output and output_tool:  # the answer is a call of the final-answer tool
+                message = _reply(k, 0)
+                answer = ToolCall(id=f"t{k}f", name="final_result", arguments={"response": 42})
+                message.content = [TextContent(text="here"), answer]
+                message.stop_reason = "toolUse"
+            elif output:
                 message = _reply(k, 0)
                 message.content = [TextContent(text="42")]
             else:
@@ -184,13 +195,37 @@ def step_run(
     return events, messages, m
 
 
+def _summary(events: list[Any], messages: list[Any]) -> tuple[Any, ...]:
+    """What a person sees of a run: its event types and each message's role, stop reason,
+    error text and text content."""
+    texts = [
+        (
+            getattr(m, "role", None),
+            getattr(m, "stop_reason", None),
+            getattr(m, "error_message", None),
+            tuple(getattr(b, "text", None) for b in getattr(m, "content", ()) or ()),
+        )
+        for m in messages
+    ]
+    return tuple(e.type for e in events), tuple(texts)
+
+
 def _deadline_runs(decl: Declaration | None, observer: Observer, **kwargs: Any) -> None:
-    """Abort at the deadline before each effect in turn: the run ends with the deadline."""
+    """Abort at the deadline before each effect in turn: the run ends with the deadline. On
+    another declaration than the real one (a mutant), each run must also look exactly like the
+    real declaration's run of the same script cut at the same point (a differential check:
+    the real machine's run is the documented behaviour, docs/policies.md, "How a run ends at a
+    limit")."""
     limits = UsageLimits(seconds=5)
     _, _, whole = step_run(decl, observer, limits=limits, **kwargs)
     total = 40
     for n in range(1, total):
-        events, _, m = step_run(decl, observer, limits=limits, abort_at=n, **kwargs)
+        events, messages, m = step_run(decl, observer, limits=limits, abort_at=n, **kwargs)
+        if decl is not None:
+            real_events, real_messages, _ = step_run(
+                None, None, limits=limits, abort_at=n, **kwargs
+            )
+            assert _summary(events, messages) == _summary(real_events, real_messages), n
         if m.end_reason != "limit":
             # the run had ended before that effect: nothing to abort
             assert events[-1].reason == whole.end_reason, n
@@ -227,4 +262,7 @@ LIMIT_RUNS: dict[str, Callable[[Declaration | None, Observer], None]] = {
     ),
     "deadline, approval": lambda d, o: _deadline_runs(d, o, calls=[1, 0], approval=True),
     "deadline, output": lambda d, o: _deadline_runs(d, o, calls=[0], output=True),
+    "deadline, output tool": lambda d, o: _deadline_runs(
+        d, o, calls=[0], output=True, output_tool=True
+    ),
 }

@@ -109,7 +109,7 @@ LIFECYCLE_MUTANTS = mutants(LIFECYCLE_REAL)
 # `tools_settled`, which sends a batch whose calls have not begun back to `preparing_tools`;
 # entering `closing_turn` asks for `proceed`, one more round trip that leads where the
 # original went when should_stop_after_turn is not configured.
-def _where(trigger: str, source: str, dest: str, *, emits: str | None = None) -> str:
+def _where(trigger: str, source: str, dest: str, *, emits: str | tuple[str, ...] = ()) -> str:
     """The mutant name's ``#N:trigger:source`` of the one declared transition that matches
     (indices move whenever a transition is inserted: the policies insert several)."""
     found = [
@@ -118,7 +118,7 @@ def _where(trigger: str, source: str, dest: str, *, emits: str | None = None) ->
         if t.trigger == trigger
         and source in t.source
         and t.dest == dest
-        and (emits is None or emits in t.emits)
+        and all(e in t.emits for e in ((emits,) if isinstance(emits, str) else emits))
     ]
     assert len(found) == 1, (trigger, source, dest, emits, found)
     t = found[0]
@@ -132,7 +132,26 @@ _APPROVED = _where("approvals_settled", "awaiting_approval", "preparing_tools")
 _OVERFLOW = _where("model_finished", "streaming", "compacting", emits="compact_for_overflow")
 _FALLBACK = _where("model_finished", "streaming", "falling_back", emits="fall_back")
 
+_DEADLINE_POLLED = _where(
+    "abort", "preparing_next_turn", "stopped", emits=("limit_deadline", "injected_messages")
+)
+_DEADLINE_CALLS = _where("abort", "executing", "stopped", emits=("limit_deadline", "abort_calls"))
+_DEADLINE_OUTPUT = _where("abort", "validating_output", "stopped", emits="limit_deadline")
+
 EQUIVALENT = {
+    # The deadline's abort transitions (usage limits): `limit_deadline` only records the limit
+    # (limit_reached), which only `deadline_message` and `agent_end` read, and
+    # `deadline_message` only prepares the closing message, which `assistant_end` emits; so
+    # their place relative to an action that reads neither cannot be seen.
+    f"swap limit_deadline/turn_start {_DEADLINE_POLLED}": "turn_start neither reads "
+    "limit_reached nor writes what limit_deadline reads (the run's start time and the clock)",
+    f"swap injected_messages/deadline_message {_DEADLINE_POLLED}": "deadline_message emits "
+    "nothing and reads neither the context nor the polled messages; assistant_end, after both, "
+    "emits the message it prepared",
+    f"swap limit_deadline/abort_calls {_DEADLINE_CALLS}": "abort_calls answers the calls "
+    "'Operation aborted' without reading limit_reached",
+    f"swap limit_deadline/answer_output_calls {_DEADLINE_OUTPUT}": "answer_output_calls "
+    "answers the answer's calls as aborted without reading limit_reached",
     f"retarget {_TOOLS} -> executing": "tools_settled [calls_remain] "
     "returns to preparing_tools at once and the calls begin there",
     f"retarget {_STOP} -> closing_turn": "closing_turn only adds a "
