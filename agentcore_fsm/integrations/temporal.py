@@ -57,17 +57,8 @@ from typing import Any
 
 import anyio
 from temporalio import activity, workflow
-from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
-from temporalio.converter import (
-    AdvancedJSONEncoder,
-    CompositePayloadConverter,
-    DataConverter,
-    DefaultPayloadConverter,
-    JSONPlainPayloadConverter,
-    value_to_type,
-)
 from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -95,7 +86,6 @@ from agentcore_fsm.persist.codec import (
     tools_by_name,
 )
 from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot
-from agentcore_fsm.persist.json_text import dumps, loads
 from agentcore_fsm.runtime.driver import as_prompts, run_machine
 from agentcore_fsm.runtime.resume import INTERRUPTED_TEXT
 
@@ -154,45 +144,11 @@ PASSED_THROUGH = (
 """Modules the workflow sandbox shares with the worker process instead of importing again."""
 
 
-class RecordJSONPayloadConverter(JSONPlainPayloadConverter):
-    """Temporal's ``json/plain`` payloads written in the JSON text of the run record
-    (:mod:`agentcore_fsm.persist.json_text`): every string kept code point for code point (a
-    pair of surrogates stays two code points, as in memory and in every store), where a plain
-    JSON reader would join it into one character. Other values are converted as Temporal's own
-    JSON converter does."""
-
-    def to_payload(self, value: Any) -> Payload | None:
-        encoder = AdvancedJSONEncoder()
-        text = dumps(value, default=encoder.default)
-        return Payload(metadata={"encoding": self.encoding.encode()}, data=text.encode("utf-8"))
-
-    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
-        value = loads(payload.data.decode("utf-8"))
-        if type_hint is None or value is None:
-            return value
-        return value_to_type(type_hint, value)
-
-
-class RecordPayloadConverter(CompositePayloadConverter):
-    """Temporal's default payload converters, ``json/plain`` by
-    :class:`RecordJSONPayloadConverter`."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            *(
-                RecordJSONPayloadConverter()
-                if isinstance(converter, JSONPlainPayloadConverter)
-                else converter
-                for converter in DefaultPayloadConverter.default_encoding_payload_converters
-            )
-        )
-
-
-DATA_CONVERTER = dataclasses.replace(
-    DataConverter.default, payload_converter_class=RecordPayloadConverter
+from agentcore_fsm.integrations.temporal_payloads import (  # noqa: E402
+    DATA_CONVERTER,
+    RecordJSONPayloadConverter,
+    RecordPayloadConverter,
 )
-"""The data converter of every client, worker and replayer of runs (:func:`connect` uses it;
-give it to a :class:`temporalio.worker.Replayer`)."""
 
 
 class TemporalRunError(RuntimeError):
