@@ -12,6 +12,7 @@ running worker). ``$AGENTCORE_TEMPORAL_DIE`` makes it kill itself mid-run (tests
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -56,6 +57,11 @@ def main(argv: list[str]) -> int:
         asyncio.run(worker(argv[1], argv[2]))
     else:
         asyncio.run(decide(*argv[1:5]))
+        # the decision is sent: leave at once. The SDK's core runtime, torn down by the
+        # interpreter's exit, can abort the process (PyGILState_Release) after the work is done
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
