@@ -339,10 +339,14 @@ class Row:
 
     @property
     def met(self) -> bool:
-        """Whether the row is within its target (true when it has none)."""
+        """Whether the row is within its target (true when it has none), judged on the figure
+        as printed (a ratio of 2.004 prints as 2.00x and meets a 2x target), so that the verdict
+        never contradicts the number beside it."""
         if self.target is None:
             return True
-        return (self.ours if self.absolute else self.ratio) <= self.target
+        if self.absolute:
+            return round(self.ours, self.digits) <= self.target
+        return round(self.ratio, 2) <= self.target
 
 
 async def time_sequential(
