@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 test: lint typecheck
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadgroup
 
 diagrams: $(STAMP)
 	$(VENV)/bin/agentcore-fsm diagram --regenerate

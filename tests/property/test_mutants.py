@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -194,13 +195,33 @@ def _quiet() -> Iterator[None]:
         logger.disabled = False
 
 
-def _first_failure(runs: dict[str, Callable[[], Any]]) -> str | None:
+# How often each run killed a mutant so far in this process, and which run killed the last
+# mutant of each transition: the runs are tried in that order (the last killer of the mutant's
+# transition first, then the runs that killed most), so that most mutants cost one run instead
+# of every run declared before their killer. Only the order changes: a mutant is killed exactly
+# when some run fails on it, as before, and one that survives still goes through every run.
+_KILLS: Counter[str] = Counter()
+_LAST_KILLER: dict[str, str] = {}
+
+
+def _transition_of(mutant: str) -> str:
+    """The ``#N:trigger:source`` a mutant's name points at (the whole name for the others),
+    prefixed with ``call`` for the tool-call declaration's."""
+    where = next((part for part in mutant.split() if part.startswith("#")), mutant)
+    return f"call {where}" if mutant.startswith("call ") else where
+
+
+def _first_failure(runs: dict[str, Callable[[], Any]], mutant: str = "") -> str | None:
     """Name and rule (or exception type) of the first run that fails; None if all pass."""
+    hint = _LAST_KILLER.get(_transition_of(mutant))
+    order = sorted(runs, key=lambda name: (name != hint, -_KILLS[name]))
     with _quiet():
-        for name, run in runs.items():
+        for name in order:
             try:
-                run()
+                runs[name]()
             except (Exception, Runaway) as exc:
+                _KILLS[name] += 1
+                _LAST_KILLER[_transition_of(mutant)] = name
                 rule = getattr(exc, "rule", None)
                 return f"{name}: {rule or type(exc).__name__}"
     return None
@@ -233,7 +254,7 @@ def healthy_call_cases() -> tuple[str, ...]:
     return tuple(names)
 
 
-def kill(decl: Declaration) -> str | None:
+def kill(decl: Declaration, mutant: str = "") -> str | None:
     """Run the bank on the loop declaration ``decl``; the first failure, or None if the mutant
     survived."""
 
@@ -277,7 +298,7 @@ def kill(decl: Declaration) -> str | None:
         return run
 
     runs |= {f"models {name}": model_case(name) for name in MODEL_BANK}
-    return _first_failure(runs)
+    return _first_failure(runs, mutant)
 
 
 def _sync_with_calls_on(name: str, decl: Declaration) -> Callable[[], None]:
@@ -292,7 +313,7 @@ def _sync_with_calls_on(name: str, decl: Declaration) -> Callable[[], None]:
     return run
 
 
-def kill_call(decl: Declaration) -> str | None:
+def kill_call(decl: Declaration, mutant: str = "") -> str | None:
     """Run the tool-call bank, then the scenario bank, with every tool call on the tool-call
     declaration ``decl``; the first failure, or None if the mutant survived."""
     runs: dict[str, Callable[[], Any]] = {
@@ -304,7 +325,7 @@ def kill_call(decl: Declaration) -> str | None:
         f"policy: {name}": (lambda run=run: run(None, decl)) for name, run in POLICY_RUNS.items()
     } | runs
     runs |= {name: _sync_with_calls_on(name, decl) for name in healthy_scenarios()}
-    return _first_failure(runs)
+    return _first_failure(runs, "call " + mutant)
 
 
 def kill_lifecycle(decl: Declaration) -> str | None:
@@ -336,12 +357,12 @@ def test_there_are_mutants_of_every_kind() -> None:
 
 @pytest.mark.parametrize("name", [n for n in MUTANTS if n not in EQUIVALENT])
 def test_mutant_is_killed(name: str) -> None:
-    assert kill(MUTANTS[name]) is not None, f"mutant survived every scenario: {name}"
+    assert kill(MUTANTS[name], name) is not None, f"mutant survived every scenario: {name}"
 
 
 @pytest.mark.parametrize("name", [n for n in CALL_MUTANTS if n not in CALL_EQUIVALENT])
 def test_tool_call_mutant_is_killed(name: str) -> None:
-    assert kill_call(CALL_MUTANTS[name]) is not None, f"tool-call mutant survived: {name}"
+    assert kill_call(CALL_MUTANTS[name], name) is not None, f"tool-call mutant survived: {name}"
 
 
 @pytest.mark.parametrize("name", [n for n in LIFECYCLE_MUTANTS if n not in LIFECYCLE_EQUIVALENT])
