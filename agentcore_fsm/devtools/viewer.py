@@ -49,6 +49,7 @@ __all__ = [
     "RunSource",
     "ViewerError",
     "load_sources",
+    "view_data",
     "viewer_html",
     "write_viewer",
 ]
@@ -166,6 +167,21 @@ def _script_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
+def view_data(
+    source: Any,
+    *,
+    run_ids: Sequence[str] | None = None,
+    nested: Mapping[str, Sequence[tuple[int, str]]] | None = None,
+) -> list[dict[str, Any]]:
+    """The data the viewer's page holds for the runs in ``source`` (see :func:`viewer_html`
+    for the arguments and :func:`~agentcore_fsm.devtools.viewer_data.run_data` for the form):
+    one item per top-level run, nested runs inside their parents."""
+    runs = nest(load_sources(source, run_ids), nested)
+    if not runs:
+        raise ViewerError("no run to show")
+    return [run_data(run) for run in runs]
+
+
 def viewer_html(
     source: Any,
     *,
@@ -181,8 +197,7 @@ def viewer_html(
     expandable sub-timelines under that step. ``layout`` chooses how the diagram is laid out
     (:mod:`agentcore_fsm.devtools.viewer_svg`). Raises :class:`ViewerError` with a one-line
     text for anything it cannot show."""
-    runs = nest(load_sources(source, run_ids), nested)
-    data = [run_data(run) for run in runs]
+    data = view_data(source, run_ids=run_ids, nested=nested)
     diagrams: dict[str, str] = {}
     drawn_by = ""
     for run in _all_runs(data):

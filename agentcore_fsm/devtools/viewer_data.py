@@ -174,14 +174,16 @@ def _zero(value: Any) -> bool:
 
 
 def _pruned(value: Any) -> Any:
-    """``value`` without what says nothing: None fields, and usage that is all zeros."""
-    if isinstance(value, dict):
+    """``value`` (JSON data) without what says nothing: None fields, and usage that is all
+    zeros."""
+    kind = type(value)
+    if kind is dict:
         return {
             k: _pruned(v)
             for k, v in value.items()
             if v is not None and not (k == "usage" and _zero(v))
         }
-    if isinstance(value, list):
+    if kind is list:
         return [_pruned(v) for v in value]
     return value
 
@@ -190,7 +192,9 @@ def _entry_text(entry: dict[str, Any]) -> str:
     """The entry's fields (not its kind and timestamp, shown apart) as JSON, without None
     fields and zero usage, clipped (:data:`TEXT_LIMIT`)."""
     shown = {k: v for k, v in entry.items() if k not in ("input", "timestamp")}
-    return clip(_json_text(_pruned(shown))) if shown else ""
+    if not shown:
+        return ""
+    return clip(json.dumps(_pruned(shown), ensure_ascii=False, separators=(", ", ": ")))
 
 
 class _Interned:
@@ -202,7 +206,7 @@ class _Interned:
         self.numbers: dict[Any, int] = {}
 
     def __call__(self, value: Any) -> int:
-        key = json.dumps(value)
+        key = tuple(value) if isinstance(value, list) else value
         number = self.numbers.get(key)
         if number is None:
             number = self.numbers[key] = len(self.values)

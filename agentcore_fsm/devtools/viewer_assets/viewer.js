@@ -138,9 +138,8 @@
     this.jumpButtons = box.querySelectorAll("[data-jump]");
     this.moreButton.addEventListener("click", function () {
       self.keep += MORE;
-      var k = self.cur;
-      self.showMessages(k);
-      self.transcript.scrollTop = 0;
+      self.showMessages(self.cur);
+      requestAnimationFrame(function () { self.transcript.scrollTop = 0; });
     });
   };
 
@@ -221,10 +220,29 @@
     var old = this.diagram.state(was);
     if (old) old.classList.remove("current");
     var now = this.diagram.state(this.steps[this.cur].s);
-    if (now) {
-      now.classList.add("current");
-      if (now.scrollIntoView) now.scrollIntoView({ block: "nearest", inline: "nearest" });
-    }
+    if (now) now.classList.add("current");
+    this.scrollLater();
+  };
+
+  /* Scroll the current state and the step's last message into view once per frame, after
+   * the page is drawn: stepping fast (a held arrow key) lays the page out once a frame, not
+   * once a step. */
+  Timeline.prototype.scrollLater = function () {
+    if (this.scrollPending) return;
+    this.scrollPending = true;
+    var self = this;
+    requestAnimationFrame(function () {
+      self.scrollPending = false;
+      if (self.diagram) {
+        var now = self.diagram.state(self.steps[self.cur].s);
+        if (now && now.scrollIntoView) now.scrollIntoView({ block: "nearest", inline: "nearest" });
+      }
+      var hi = self.shownHi, box = self.transcript;
+      if (hi > 0 && self.nodes[hi - 1]) {
+        var last = self.nodes[hi - 1];
+        box.scrollTop = last.offsetTop - box.offsetTop - box.clientHeight + last.offsetHeight + 8;
+      }
+    });
   };
 
   Timeline.prototype.messageNode = function (m) {
@@ -279,10 +297,7 @@
     this.messageCount.textContent = "(" + hi + " messages" + earlier + ")";
     this.moreButton.hidden = lo === 0;
     this.moreButton.textContent = "show " + Math.min(lo, MORE) + " earlier messages (" + lo + " not shown)";
-    if (hi > 0) {
-      var last = this.nodes[hi - 1];
-      box.scrollTop = last.offsetTop - box.offsetTop - box.clientHeight + last.offsetHeight + 8;
-    }
+    this.scrollLater();
   };
 
   Timeline.prototype.paintStep = function (k) {
