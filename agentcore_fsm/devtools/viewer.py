@@ -26,6 +26,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
@@ -161,10 +162,22 @@ def _asset(name: str) -> str:
     )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _script_json(data: Any) -> str:
-    """JSON text safe inside a ``<script>`` element (no ``</`` and no ``<!--`` in it)."""
+    """JSON text safe inside a ``<script>`` element (no ``</`` and no ``<!--`` in it) and in a
+    UTF-8 file: a lone surrogate code point (a record keeps strings code point for code point,
+    docs/record.md) is written as its JSON escape, which the page reads back as that code
+    point."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    text = text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _text(text: str) -> str:
+    """``text`` for the page's HTML: escaped, a lone surrogate made U+FFFD."""
+    return html.escape(_SURROGATE.sub("\ufffd", text))
 
 
 def view_data(
@@ -221,7 +234,7 @@ def viewer_html(
         '<html lang="en"><head><meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="generator" content="agentcore-fsm view">\n'
-        f"<title>{html.escape(heading)} · agentcore-fsm viewer</title>\n"
+        f"<title>{_text(heading)} · agentcore-fsm viewer</title>\n"
         f"<style>\n{_asset('viewer.css')}</style>\n"
         "</head>\n"
         f'<body data-layout="{drawn_by}">\n'

@@ -5,6 +5,7 @@ page itself)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sqlite3
@@ -68,7 +69,7 @@ def test_each_step_is_what_the_machine_says(tmp_path: Path) -> None:
     # the transitions of all steps are the run's path, in order, each state to the next
     path_taken = [run["transitions"][t] for step in run["steps"] for t in step["tr"]]
     assert path_taken[0][1] == run["initial"]
-    assert all(a[2] == b[1] for a, b in zip(path_taken, path_taken[1:], strict=False))
+    assert all(a[2] == b[1] for a, b in itertools.pairwise(path_taken))
     assert path_taken[-1][2] == run["state"] == expected[-1].state
 
 
@@ -84,7 +85,7 @@ def test_flags_mark_errors_tool_calls_and_approvals(tmp_path: Path) -> None:
         for k, want in enumerate(expected)
         if any(getattr(m, "stop_reason", None) == "error" for m in want.messages)
     )
-    assert [k for k, f in enumerate(flags) if f & ERROR][0] == failed
+    assert next(k for k, f in enumerate(flags) if f & ERROR) == failed
     assert run["end"] == "error"
     # tool calls begin in the steps that took a model answer asking for one
     asked = [
@@ -153,9 +154,11 @@ def test_the_command_writes_one_self_contained_page(
 
 
 def test_text_that_looks_like_markup_stays_text(tmp_path: Path) -> None:
-    prompt = "</script><script>alert(1)</script><!-- \u2028 & <b>"
+    # markup, a line separator, and a lone surrogate (a record keeps it, docs/record.md)
+    prompt = "</script><script>alert(1)</script><!-- \u2028 & <b> \ud83d!"
     path = tool_run(tmp_path / "run.jsonl", prompt=prompt)
-    page = viewer_html(path)
+    out = write_viewer(path, tmp_path / "page.html")  # UTF-8, with the surrogate escaped
+    page = out.read_text(encoding="utf-8")
     assert page.count("</script>") == 2  # the data's and the script's own
     assert page_data(page)[0]["messages"][0]["t"] == prompt
 
@@ -199,7 +202,7 @@ def test_the_diagram_is_drawn_with_or_without_graphviz(tmp_path: Path) -> None:
         for state in decl.states:
             assert f'id="state-{state}"' in text
         assert 'id="edge-streaming-preparing_tools"' in text
-        assert "-x\"" not in text  # abort and failure arrows are left out
+        assert '-x"' not in text  # abort and failure arrows are left out
     assert "edge-streaming-preparing_tools" in compact_dot(decl)
     path = tool_run(tmp_path / "run.jsonl")
     with pytest.raises(ViewerError, match="Graphviz"):
@@ -223,7 +226,9 @@ def test_what_the_viewer_takes(tmp_path: Path) -> None:
 def _damage(path: Path, kind: str) -> None:
     objs = lines(path)
     text = [json.dumps(o) for o in objs]
-    where = next(i for i, o in enumerate(objs) if o.get("entry", {}).get("input") == "tool_finished")
+    where = next(
+        i for i, o in enumerate(objs) if o.get("entry", {}).get("input") == "tool_finished"
+    )
     if kind == "cut":
         text[where] = text[where][: len(text[where]) // 2]
     elif kind == "index":

@@ -118,9 +118,7 @@ class Tab:
     def __init__(self, browser: Any) -> None:
         self.page = browser.new_page(viewport={"width": 1400, "height": 900})
         self.errors: list[str] = []
-        self.page.on(
-            "console", lambda m: self.errors.append(m.text) if m.type == "error" else None
-        )
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
 
 
@@ -204,7 +202,8 @@ def test_stepping_forward_and_back_follows_the_record(
         check_step(opened.shown(), 0, expected[0])
         for k, shown in enumerate(opened.walk(["ArrowRight"] * n), start=1):
             check_step(shown, min(k, n - 1), expected[min(k, n - 1)])  # stays at the end
-        for k, shown in zip(reversed(range(n - 1)), opened.walk(["ArrowLeft"] * (n - 1))):
+        back = opened.walk(["ArrowLeft"] * (n - 1))
+        for k, shown in zip(reversed(range(n - 1)), back, strict=True):
             check_step(shown, k, expected[k])
         opened.press("End")
         check_step(opened.shown(), n - 1, expected[-1])
