@@ -217,7 +217,21 @@ class _Interned:
 def run_data(run: RunSource) -> dict[str, Any]:
     """The viewer's data of one run (and its nested runs): derived from its record, which is
     validated on the way (a damaged record raises :class:`ViewerError` naming the run, the
-    entry and what is wrong)."""
+    entry and what is wrong).
+
+    The form (JSON data; what the page reads): ``id``, ``declaration``, ``initial``, ``final``,
+    ``model`` (its id), ``end`` (the end reason, None when unfinished), ``state`` (where the
+    run stands after its last step), ``earlier`` (how many messages the context held before
+    the run), ``edges`` (the diagram's arrow ids, :func:`edge_ids`), ``transitions`` (each
+    distinct transition taken: ``[trigger, source, dest, arrow]``, the arrow's index in
+    ``edges`` or -1), ``labels`` (each distinct event label), ``messages`` (the transcript,
+    :func:`message_data`, each with ``k``, the step it ended in), ``nested`` (``{"step",
+    "run"}``) and ``steps``, one per entry: ``i`` the input's kind, ``e`` its fields as JSON
+    text, ``ts`` its timestamp (ms, None when not recorded), ``s`` the state after it, ``tr``
+    its transitions (indexes into ``transitions``), ``ev`` its events (indexes into
+    ``labels``), ``m`` how many messages the transcript held after it, ``u`` the usage so far
+    (input, output and total tokens, cost) and ``f`` its flags (:data:`ERROR`, :data:`TOOL`,
+    :data:`APPROVAL`)."""
     declaration = run.header.get("declaration")
     where = f"{run.origin}: " if run.origin else ""
     try:

@@ -315,6 +315,23 @@ def test_several_runs_and_a_nested_sub_timeline(
         opened.close()
 
 
+def test_a_run_with_no_input_yet_opens_at_its_initial_state(
+    browser_tab: Tab, recorded: Recorded, tmp_path: Path
+) -> None:
+    record = source_of(recorded.parent)
+    empty = RunSource("empty", record.header, [], None)
+    opened = Opened(browser_tab, write_viewer(empty, tmp_path / "empty.html"))
+    try:
+        shown = opened.shown()
+        assert shown["step"] == 0 and shown["states"] == ["state-idle"] and shown["roles"] == []
+        opened.press("ArrowRight")
+        assert opened.shown() == shown
+        assert opened.page.is_disabled("#timeline-pane [data-jump=error]")
+        assert opened.errors == []
+    finally:
+        opened.close()
+
+
 def test_ten_thousand_steps_open_in_under_two_seconds(
     browser_tab: Tab, recorded: Recorded, tmp_path: Path
 ) -> None:

@@ -111,6 +111,15 @@
     this.nestedViews = [];
     this.wire(box);
     if (diagram) this.visit(run.initial, 1);
+    if (!this.steps.length) {  // a record with a header and no input yet
+      this.stateName.textContent = run.initial;
+      this.inputKind.textContent = "none: the record holds no input yet";
+      this.number.textContent = "0";
+      this.slider.disabled = true;
+      for (var j = 0; j < this.jumpButtons.length; j++) this.jumpButtons[j].disabled = true;
+      var start = diagram ? diagram.state(run.initial) : null;
+      if (start) start.classList.add("current");
+    }
   }
 
   Timeline.prototype.wire = function (box) {
