@@ -37,8 +37,9 @@ from viewer_runs import (
     tool_run,
 )
 
+from agentcore_fsm.cli import viewer_shot
 from agentcore_fsm.cli.viewer_shot import record_demo
-from agentcore_fsm.devtools.viewer import RunSource, write_viewer
+from agentcore_fsm.devtools.viewer import RunSource, view_data, write_viewer
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 LOAD_BUDGET_MS = 2000.0
@@ -226,6 +227,8 @@ def test_the_jumps_land_where_the_record_says(
     entries = [o["entry"]["input"] for o in lines(recording) if o["kind"] == "input"]
     asked = next(k for k, want in enumerate(expected) if want.state == "awaiting_approval")
     decided = entries.index("approval_decided")
+    # the screenshot (python -m agentcore_fsm.cli.viewer_shot) shows the step asking
+    assert viewer_shot.approval_step(view_data(recording)) == asked + 1
     opened = Opened(browser_tab, write_viewer(recording, tmp_path / "demo.html"), "#step=1")
     try:
         assert opened.shown()["step"] == 1  # the page opens at the step its address names
