@@ -23,6 +23,7 @@ COMMANDS = {
         "Re-run a recording offline; report the first divergence.",
     ),
     "worker": ("agentcore_fsm.cli.worker", "Run durable runs from a DBOS queue (dbos extra)."),
+    "view": ("agentcore_fsm.cli.view_command", "Write a run viewer page (HTML) for a run."),
 }
 """Each subcommand: the module whose ``main(argv)`` runs it, and its one-line summary."""
 BROKEN_PIPE = 141  # 128 + SIGPIPE

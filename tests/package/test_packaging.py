@@ -284,3 +284,18 @@ def _project_version() -> str:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     version: str = project["version"]
     return version
+
+
+def test_installed_command_writes_the_run_viewer(installed: tuple[Path, Path]) -> None:
+    python, work = installed
+    venv = python.parent.parent
+    assets = venv.glob("lib/python*/site-packages/agentcore_fsm/devtools/viewer_assets/*")
+    assert sorted(p.name for p in assets) == ["viewer.css", "viewer.html", "viewer.js"]
+    recording = ROOT / "tests" / "fixtures" / "record_v2_output.jsonl"
+    page = work / "viewer.html"
+    out = _run([python.parent / "agentcore-fsm", "view", recording, "-o", page], work)
+    assert out.startswith(f"wrote {page}")
+    text = page.read_text(encoding="utf-8")
+    assert (
+        "Timeline.prototype.go" in text and ".timeline" in text and 'id="timeline-template"' in text
+    )
