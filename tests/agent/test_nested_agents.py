@@ -44,7 +44,9 @@ def call(name: str, prompt: str, id: str) -> Any:
 
 def result_texts(messages: list[Any]) -> dict[str, str]:
     return {
-        m.tool_call_id: m.content[0].text for m in messages if getattr(m, "role", "") == "toolResult"
+        m.tool_call_id: m.content[0].text
+        for m in messages
+        if getattr(m, "role", "") == "toolResult"
     }
 
 
@@ -74,14 +76,19 @@ async def test_an_agent_as_a_tool_answers_with_its_final_text_and_events_carry_t
     tagged = [nested_event_of(e) for e in events if nested_event_of(e) is not None]
     assert all(t is not None and t.agents == ("researcher",) for t in tagged)
     # the progress updates carry the inner answer's text as it streams
-    texts = [e.partial_result.content[0].text for e in events if nested_event_of(e) is not None
-             and e.partial_result.content]
+    texts = [
+        e.partial_result.content[0].text
+        for e in events
+        if nested_event_of(e) is not None and e.partial_result.content
+    ]
     assert texts[-1] == "Paris is the capital."
     assert any(len(t) < len(texts[-1]) for t in texts)  # streamed, not only the final text
     summaries = check_nested_run(events, messages)
     assert summaries[("c1",)] is not None and summaries[("c1",)].reason == "completed"
     # the update is an ordinary event of the outer call, inside its start and end
-    kinds = [(e.type, getattr(e, "tool_call_id", None)) for e in events if e.type.startswith("tool")]
+    kinds = [
+        (e.type, getattr(e, "tool_call_id", None)) for e in events if e.type.startswith("tool")
+    ]
     assert kinds[0] == ("tool_execution_start", "c1") and kinds[-1] == ("tool_execution_end", "c1")
 
 
@@ -108,7 +115,9 @@ async def test_nested_events_pass_up_two_levels_with_the_full_path() -> None:
     }
     # the middle run's result for the leaf call is in its own stream
     middle_results = [
-        e.message for e in split[("o1",)] if e.type == "message_end" and e.message.role == "toolResult"
+        e.message
+        for e in split[("o1",)]
+        if e.type == "message_end" and e.message.role == "toolResult"
     ]
     assert [m.content[0].text for m in middle_results] == ["leaf answer"]
     summaries = check_nested_run(events, messages)
@@ -184,8 +193,10 @@ async def test_history_is_fresh_per_call_unless_kept() -> None:
             ),
         )
         assert result_texts(messages) == {"a": "first", "b": "second"}
-        second = [m.content if isinstance(m.content, str) else m.content[0].text
-                  for m in worker_model.calls[1].messages]
+        second = [
+            m.content if isinstance(m.content, str) else m.content[0].text
+            for m in worker_model.calls[1].messages
+        ]
         assert second == (["one", "first", "two"] if keep else ["two"])
 
 
