@@ -1,6 +1,6 @@
-"""Nested runs share the outer run's budget, abort and approver (docs/multi-agent.md#one-budget-
-one-abort-one-approver). Every async test runs on trio and on asyncio; tools wait on events, never
-on sleeps."""
+"""Nested runs share the outer run's budget, abort and approver
+(docs/multi-agent.md#one-budget-one-abort-one-approver). Every async test runs on trio and on
+asyncio; tools wait on events, never on sleeps."""
 
 from __future__ import annotations
 
