@@ -16,10 +16,11 @@ tool whose call runs a nested run, a sub-machine of that call.
   ``partial_result.content`` the inner answer's text so far. Deeper events are passed up with
   the path extended, so the outermost listeners see every event of the tree once.
 * **One budget**: a run with usage limits hands each nested run what is left of them (its
-  ``used_before`` is the outer run's usage so far plus what its finished nested runs used, its
-  ``seconds`` the time left to the outer deadline); when the nested run ends, what it used is
-  added to what the outer run's later nested runs start from, and its tokens and cost are the
-  tool result's ``usage``.
+  ``used_before`` is the outer run's usage so far, its ``seconds`` the time left to the outer
+  deadline); when the nested run ends, what it used is the tool result's ``run_usage``, which
+  the outer run adds to its own counters (so its later checks, and its later nested runs, count
+  it), and its tokens and cost are the result's ``usage``. Nested runs that run at the same
+  time each start from what was left when they started.
 * **One abort**: the inner run's signal fires with the outer call's.
 * **One approver**: an inner call that needs approval is asked of the outer run's approver
   (``decide_approval``, or the outer Agent's ``approve``/``deny``) as a
@@ -193,11 +194,11 @@ class NestedAgentTool(AgentTool):
         if isinstance(limits, bool):
             return _error(NO_TIME_TEXT.format(agent=self.name))
         if not self.keep_history:
-            return await self._run(position, args, signal, on_update, outer, scope, limits)
+            return await self._run(position, args, signal, on_update, outer, limits)
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
-            return await self._run(position, args, signal, on_update, outer, scope, limits)
+            return await self._run(position, args, signal, on_update, outer, limits)
 
     def _prompt(self, args: Any) -> str:
         if isinstance(args, BaseModel):
@@ -211,7 +212,6 @@ class NestedAgentTool(AgentTool):
         signal: AbortSignal,
         on_update: ToolUpdateCallback,
         outer: AgentLoopConfig | None,
-        outer_scope: RunScope | None,
         limits: UsageLimits | None,
     ) -> AgentToolResult:
         assert self.sub is not None
@@ -244,11 +244,12 @@ class NestedAgentTool(AgentTool):
                 )
         finally:
             unlink()
-            if spent and outer_scope is not None:
-                _add_spent(outer_scope, spent[0])
         if self.keep_history:
             self.history.extend(messages)
-        return self._result(messages, ended[0] if ended else None, position)
+        result = self._result(messages, ended[0] if ended else None, position)
+        if spent:  # counted by the outer run when the result arrives (one budget)
+            result.run_usage = spent[0]
+        return result
 
     def _result(self, messages: list[AgentMessage], end: Any, position: Nesting) -> AgentToolResult:
         reason = getattr(end, "reason", "error")
@@ -334,22 +335,22 @@ def _inherited_limits(
     limits = outer.limits if outer is not None else None
     if limits is None or scope is None:
         return None
-    used = scope.run_usage
+    used = scope.run_usage  # with what its finished nested runs used (their run_usage)
     if used is None:
         return None
-    before = used.plus(scope.spent) if scope.spent is not None else used
     seconds = limits.seconds
     if seconds is not None:
         seconds -= (now_ms() - used.started_at) / 1000
         if seconds <= 0:
             return False
-    return replace(limits, used_before=before, seconds=seconds)
+    return replace(limits, used_before=used, seconds=seconds)
 
 
-def _consumed(final: RunUsage, before: RunUsage | None, children: RunUsage | None) -> RunUsage:
-    """What a nested run used: its counters less where they started, plus its nested runs'."""
+def _consumed(final: RunUsage, before: RunUsage | None) -> RunUsage:
+    """What a nested run used (its own nested runs' included): its counters less where they
+    started."""
     base = before if before is not None else RunUsage()
-    own = RunUsage(
+    return RunUsage(
         requests=final.requests - base.requests,
         turns=final.turns - base.turns,
         tool_calls=final.tool_calls - base.tool_calls,
@@ -357,11 +358,6 @@ def _consumed(final: RunUsage, before: RunUsage | None, children: RunUsage | Non
         output_tokens=final.output_tokens - base.output_tokens,
         cost_usd=final.cost_usd - base.cost_usd,
     )
-    return own.plus(children) if children is not None else own
-
-
-def _add_spent(scope: RunScope, usage: RunUsage) -> None:
-    scope.spent = usage if scope.spent is None else scope.spent.plus(usage)
 
 
 # --- events and approvals -------------------------------------------------------------------
@@ -393,11 +389,11 @@ def _deliverer(
                     content = [TextContent(text=text)]
         elif kind == "agent_end":
             ended.append(event)
-            scope = current_scope()  # the inner run's: its counters and its nested runs'
+            scope = current_scope()  # the inner run's
             if scope is not None and limits is not None:
                 final = scope.run_usage
                 if final is not None:
-                    spent.append(_consumed(final, limits.used_before, scope.spent))
+                    spent.append(_consumed(final, limits.used_before))
         tagged = NestedEvent((call_id,), (agent,), event)
         on_update(AgentToolResult(content=content, details=tagged))
 

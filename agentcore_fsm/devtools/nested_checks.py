@@ -11,8 +11,8 @@ the events of its nested runs inside (``tool_execution_update`` events carrying 
   (after that call's ``tool_execution_start`` and before its ``tool_execution_end``, in the
   run one level up), at every depth;
 * that a nested run whose events stop before its ``agent_end`` is one whose starting call was
-  cut (it ended with an error result, as an aborted outer run answers it): its events are then
-  checked as the prefix of a run.
+  cut (it ended with an error result, as an aborted outer run answers it, or it never ended
+  because the run above was cut too): its events are then checked as the prefix of a run.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def check_nested_run(
             running[path].discard(inner.tool_call_id)
             ended[(*path, inner.tool_call_id)] = inner
     summaries: dict[Path, RunSummary | None] = {}
-    for path, checker in checkers.items():
+    for path, checker in sorted(checkers.items(), key=lambda item: len(item[0])):
         if not path or checker.finished:
             try:
                 summaries[path] = checker.close(messages if not path else None)
@@ -86,7 +86,10 @@ def check_nested_run(
                 raise NestedRunViolation(path, exc.rule, str(exc)) from None
             continue
         end = ended.get(path)
-        if end is None or not end.is_error:
+        # cut: its call ended with an error (the abort's), or the run above was cut too
+        if (end is None and summaries.get(path[:-1], False) is not None) or (
+            end is not None and not end.is_error
+        ):
             raise NestedRunViolation(
                 path,
                 "N2.cut",

@@ -76,7 +76,7 @@ async def test_a_nested_run_gets_only_what_is_left_of_the_outer_limits() -> None
     check_nested_run(events, messages)
 
 
-async def test_what_finished_nested_runs_used_counts_for_the_next_one() -> None:
+async def test_what_a_nested_run_used_counts_in_the_outer_runs_later_checks() -> None:
     first = FauxProvider(
         [faux_response(tool_calls=[faux_tool_call("noop", {})]), faux_response("a")]
     )
@@ -85,18 +85,56 @@ async def test_what_finished_nested_runs_used_counts_for_the_next_one() -> None:
         Agent(stream_fn=first, tools=[noop_tool()]).as_tool("one", "One."),
         Agent(stream_fn=second).as_tool("two", "Two."),
     ]
+    events: list[Any] = []
     messages = await run_agent_loop(
         [UserMessage(content="q")],
         AgentContext(tools=tools),
         AgentLoopConfig(model=MODEL, limits=UsageLimits(requests=4)),
+        events.append,
         stream_fn=FauxProvider(
             [call("one", "x", "c1"), call("two", "y", "c2"), faux_response("done")]
         ),
     )
-    # outer request 1, the first nested run's 2, outer request 2: nothing is left for the second
+    # outer request 1, the first nested run's 2 (its result's run_usage), outer request 2: all
+    # four are used, so the batch of the second call may not run (no request left to read it)
     assert len(first.calls) == 2 and second.calls == []
+    (end_c1,) = [e for e in events if e.type == "tool_execution_end" and e.tool_call_id == "c1"]
+    assert end_c1.result.run_usage.requests == 2 and end_c1.result.run_usage.tool_calls == 1
     assert not results(messages)["c1"].is_error
+    assert (
+        "reached its usage limit (requests: 4 of 4 used)" in results(messages)["c2"].content[0].text
+    )
+    end = events[-1]
+    assert end.type == "agent_end" and end.reason == "limit"
+
+
+async def test_the_next_nested_run_starts_from_what_the_finished_ones_used() -> None:
+    first = FauxProvider(
+        [faux_response(tool_calls=[faux_tool_call("noop", {})]), faux_response("a")]
+    )
+    second = FauxProvider(
+        [faux_response(tool_calls=[faux_tool_call("noop", {})]), faux_response("b")]
+    )
+    tools = [
+        Agent(stream_fn=first, tools=[noop_tool()]).as_tool("one", "One."),
+        Agent(stream_fn=second, tools=[noop_tool()]).as_tool("two", "Two."),
+    ]
+    outer_model = FauxProvider(
+        [call("one", "x", "c1"), call("two", "y", "c2"), faux_response("done")]
+    )
+    events: list[Any] = []
+    messages = await run_agent_loop(
+        [UserMessage(content="q")],
+        AgentContext(tools=tools),
+        AgentLoopConfig(model=MODEL, limits=UsageLimits(requests=5)),
+        events.append,
+        stream_fn=outer_model,
+    )
+    # 1 (outer) + 2 (first) + 1 (outer) = 4: the second nested run has one request left
+    assert len(first.calls) == 2 and len(second.calls) == 1
     assert "ended with limit" in results(messages)["c2"].content[0].text
+    assert len(outer_model.calls) == 2  # and the outer run none after it
+    assert events[-1].reason == "limit" and events[-1].limit.used == 5
 
 
 async def test_the_nested_run_sees_the_outer_usage_and_the_time_left() -> None:
