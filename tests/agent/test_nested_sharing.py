@@ -289,3 +289,46 @@ async def test_two_levels_deep_the_request_carries_the_whole_path_and_an_agent_a
     decided = [e for e in deepest if e.type == "approval_decided"]
     assert [(d.approved, d.decided_by) for d in decided] == [(True, "alice")]
     check_nested_run(events, messages)
+
+
+async def test_a_journaled_run_keeps_what_its_nested_runs_used() -> None:
+    from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot
+    from agentcore_fsm.persist.store import MemoryRunStore
+
+    worker = Agent(
+        stream_fn=FauxProvider(
+            [faux_response(tool_calls=[faux_tool_call("noop", {})]), faux_response("inner")]
+        ),
+        tools=[noop_tool()],
+    )
+    store = MemoryRunStore()
+    events: list[Any] = []
+    tool = worker.as_tool("w", "Worker.")
+    config = AgentLoopConfig(model=MODEL, limits=UsageLimits(requests=9))
+    await run_agent_loop(
+        [UserMessage(content="q")],
+        AgentContext(tools=[tool]),
+        config,
+        events.append,
+        stream_fn=FauxProvider([call("w", "x", "c1"), faux_response("done")]),
+        store=store,
+        run_id="r1",
+    )
+    live = events[-1].usage
+    assert (live.requests, live.turns, live.tool_calls) == (4, 4, 2)
+    stored = store.load("r1")
+    header = stored.header
+    machine, _ = JournaledLoopMachine.restore(
+        RunSnapshot(
+            format=header.get("format"),
+            declaration=header.get("declaration"),
+            declaration_hash=header.get("declaration_hash"),
+            header=header,
+            entries=stored.entries,
+        ),
+        config,
+        tools=[tool],
+        run_id="r1",
+    )
+    # the record's tool_finished entry holds the nested run's run_usage: the same counters
+    assert machine.usage == live
