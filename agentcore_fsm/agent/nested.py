@@ -188,17 +188,12 @@ class NestedAgentTool(AgentTool):
         position = current_nesting().child(tool_call_id, self.name)
         if position.depth > self.max_depth:
             return _error(depth_error_text(position.agents, self.max_depth))
-        scope = current_scope()
-        outer = scope.config if scope is not None else None
-        limits = _inherited_limits(outer, scope)
-        if isinstance(limits, bool):
-            return _error(NO_TIME_TEXT.format(agent=self.name))
         if not self.keep_history:
-            return await self._run(position, args, signal, on_update, outer, limits)
+            return await self._run(position, args, signal, on_update)
         if self._lock is None:
             self._lock = anyio.Lock()
-        async with self._lock:
-            return await self._run(position, args, signal, on_update, outer, limits)
+        async with self._lock:  # the outer run's usage is read once the call may run
+            return await self._run(position, args, signal, on_update)
 
     def _prompt(self, args: Any) -> str:
         if isinstance(args, BaseModel):
@@ -211,9 +206,12 @@ class NestedAgentTool(AgentTool):
         args: Any,
         signal: AbortSignal,
         on_update: ToolUpdateCallback,
-        outer: AgentLoopConfig | None,
-        limits: UsageLimits | None,
     ) -> AgentToolResult:
+        scope = current_scope()
+        outer = scope.config if scope is not None else None
+        limits = _inherited_limits(outer, scope)
+        if isinstance(limits, bool):
+            return _error(NO_TIME_TEXT.format(agent=self.name))
         assert self.sub is not None
         config, system_prompt, tools, stream_fn, deps = self.sub.parts()
         call_id, name = position.path[-1], self.name

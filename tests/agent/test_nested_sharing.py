@@ -23,6 +23,7 @@ from agentcore_fsm import (
 )
 from agentcore_fsm.core.abort import AbortController
 from agentcore_fsm.core.approval import NO_APPROVER_TEXT, ApprovalDecision
+from agentcore_fsm.core.limits import RunUsage
 from agentcore_fsm.core.nesting import NestedApprovalRequest, levels, nested_event_of
 from agentcore_fsm.core.run_context import current_run
 from agentcore_fsm.devtools.testing import (
@@ -332,3 +333,17 @@ async def test_a_journaled_run_keeps_what_its_nested_runs_used() -> None:
     )
     # the record's tool_finished entry holds the nested run's run_usage: the same counters
     assert machine.usage == live
+
+
+async def test_a_call_after_the_outer_deadline_starts_no_nested_run() -> None:
+    from agentcore_fsm.core.messages import now_ms
+    from agentcore_fsm.core.run_context import bind_run
+
+    model = FauxProvider([faux_response("never asked")])
+    tool = Agent(stream_fn=model).as_tool("w", "Worker.")
+    with bind_run() as scope:  # the scope of an outer run that started 20 minutes ago
+        scope.config = AgentLoopConfig(model=MODEL, limits=UsageLimits(seconds=600))
+        scope.follow_usage(lambda: RunUsage(requests=1, started_at=now_ms() - 1_200_000))
+        result = await tool.execute("c1", {"prompt": "x"}, AbortController().signal, print)
+    assert result.is_error and model.calls == []
+    assert result.content[0].text == "agent 'w' was not called: the run's deadline has passed"
