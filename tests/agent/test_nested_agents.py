@@ -384,3 +384,31 @@ def test_the_checker_finds_events_outside_their_call_and_runs_cut_without_cause(
     with pytest.raises(NestedRunViolation) as caught:
         check_nested_run([AgentStartEvent(), stray])
     assert caught.value.rule == "N1.enclosure" and caught.value.path == ("c9",)
+
+
+async def test_the_checker_refuses_an_inner_run_cut_while_its_call_succeeded() -> None:
+    from agentcore_fsm.core.events import AgentStartEvent
+
+    for is_error in (False, True):
+
+        async def half(
+            call_id: str, args: Any, signal: Any, on_update: Any, is_error: bool = is_error
+        ) -> Any:
+            # a tool that shows the start of an inner run and never its end
+            on_update(AgentToolResult(details=NestedEvent((call_id,), ("w",), AgentStartEvent())))
+            return AgentToolResult(content=[TextContent(text="r")], is_error=is_error)
+
+        events: list[Any] = []
+        messages = await run_agent_loop(
+            [UserMessage(content="q")],
+            AgentContext(tools=[AgentTool("w", "W.", {"type": "object"}, half)]),
+            AgentLoopConfig(model=MODEL),
+            events.append,
+            stream_fn=FauxProvider([call("w", "x", "c1"), faux_response("done")]),
+        )
+        if is_error:  # cut, as an aborted call's would be: checked as a prefix
+            assert check_nested_run(events, messages)[("c1",)] is None
+        else:
+            with pytest.raises(NestedRunViolation) as caught:
+                check_nested_run(events, messages)
+            assert caught.value.rule == "N2.cut" and caught.value.path == ("c1",)
