@@ -779,6 +779,13 @@ class Agent:
             self._lifecycle.fire("finish")
             idle.set()
 
+    def as_tool(self, name: str, description: str, **options: Any) -> AgentTool:
+        """This agent as a tool of other runs: each call runs it nested (docs/multi-agent.md;
+        ``options``: ``input_type``, ``output_type``, ``keep_history``, ``max_depth``)."""
+        from agentcore_fsm.agent.nested import agent_tool
+
+        return agent_tool(self, name, description, **options)
+
     def __repr__(self) -> str:
         return (
             f"Agent(model={self._state.model.id!r}, lifecycle={self.lifecycle_state!r}, "

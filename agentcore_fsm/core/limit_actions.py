@@ -119,6 +119,12 @@ class LimitActions:
         calls = len(self._final.tool_calls()) if self._final is not None else 0
         self.set_var("begin_calls", "usage", replace(usage, tool_calls=usage.tool_calls + calls))
 
+    def _count_nested(self, used: RunUsage) -> None:
+        # a tool result's run_usage: what a nested run used counts as the run's own
+        usage = self.vars.usage
+        if usage is not None:
+            self.set_var("tool_finished", "usage", usage.plus(used))
+
     def _usage_after(self, message: AssistantMessage) -> RunUsage:
         usage: RunUsage = self.vars.usage
         # the context the request was made from: every message before the response

@@ -557,6 +557,8 @@ class LoopMachine(LoopActions):
                 is_error = bool(result.is_error)
             except (TypeError, ValueError) as exc:
                 result, is_error = error_result(str(exc)), True
+            if result.run_usage is not None:  # a nested run's usage (docs/multi-agent.md)
+                self._count_nested(result.run_usage)
         c.tool_finished(result, is_error, input.aborted)
         return self._after_call_input("tool_finished")
 

@@ -60,10 +60,13 @@ class RunScope:
     ``usage`` (the usage of the model responses the run has completed so far, or None when
     the run does not count it; see :meth:`watch`)."""
 
-    __slots__ = ("_run_usage", "_usages", "deps")
+    __slots__ = ("_run_usage", "_usages", "config", "deps")
 
     def __init__(self, deps: Any = None) -> None:
         self.deps = deps
+        self.config: Any = None
+        """The run's ``AgentLoopConfig`` once the run has started (None before): what a nested
+        run started by one of its tools inherits (its approver and limits; agent/nested.py)."""
         self._usages: list[Usage] | None = None
         self._run_usage: Callable[[], RunUsage | None] | None = None
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeGuard
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentcore_fsm.core import checks
+from agentcore_fsm.core.limits import RunUsage
 from agentcore_fsm.core.messages import (
     AssistantMessage,
     ToolCall,
@@ -50,6 +51,10 @@ class AgentToolResult(Wire):
     added_tool_names: list[str] | None = None
     terminate: bool | None = None
     is_error: bool | None = None
+    run_usage: RunUsage | None = None
+    """What the runs this tool ran used (a nested run's requests, turns, tool calls, tokens and
+    cost, docs/multi-agent.md): a run with usage limits adds it to its own counters when the
+    result arrives, so its later checks count it. None (the default): nothing to add."""
 
 
 ToolUpdateCallback: TypeAlias = Callable[[AgentToolResult], None]

@@ -53,6 +53,7 @@ from agentcore_fsm.devtools.grammar import (
     check_model_contexts,
     count_noun,
 )
+from agentcore_fsm.devtools.nested_checks import NestedRunViolation, check_nested_run
 from agentcore_fsm.integrations.providers.faux import (
     FauxError,
     FauxProvider,
@@ -69,10 +70,12 @@ __all__ = [
     "FauxProvider",
     "GrammarChecker",
     "GrammarViolation",
+    "NestedRunViolation",
     "RunSummary",
     "check_events",
     "check_model_context",
     "check_model_contexts",
+    "check_nested_run",
     "check_resumed_run",
     "check_run",
     "describe_event",

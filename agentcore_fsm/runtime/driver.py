@@ -34,6 +34,7 @@ from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.runtime.arguments import check_run_arguments
 from agentcore_fsm.runtime.engine import Driver, Emit
 from agentcore_fsm.runtime.limits import run_limited
+from agentcore_fsm.runtime.nested import enter_run
 from agentcore_fsm.runtime.observer import RunObserver, RunStart, RunWatch, select_observers
 from agentcore_fsm.runtime.output_run import output_run
 from agentcore_fsm.runtime.recording import Journaled, Recorder
@@ -184,6 +185,8 @@ async def _drive(
     clock: Callable[[], int] = now_ms,
     limited: bool = False,
 ) -> list[AgentMessage]:
+    if not limited:
+        enter_run(machine)  # nested runs: runtime/nested.py
     if machine.config.limits is not None and not limited:  # usage limits: runtime/limits.py
         return await run_limited(
             machine,

@@ -33,6 +33,7 @@ from agentcore_fsm import (
 from agentcore_fsm.core.declaration import Declaration
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.events import StreamDone, StreamStart
+from agentcore_fsm.core.limits import RunUsage
 from agentcore_fsm.core.output import output_spec
 from agentcore_fsm.core.protocol import (
     Abort,
@@ -96,6 +97,7 @@ def step_run(
     output: bool = False,
     output_tool: bool = False,
     trail: list[str] | None = None,
+    nested_usage: RunUsage | None = None,
 ) -> tuple[list[Any], list[Any], LoopMachine]:
     """Step one run; ``calls``: the tool calls of each response (the last repeats); ``abort_at``:
     feed ``Abort`` at the deadline instead of answering the effect with that number."""
@@ -180,7 +182,7 @@ def step_run(
         elif isinstance(effect, AwaitApproval):
             feed(ApprovalDecided(effect.index, True, timestamp=now))
         elif isinstance(effect, ExecuteTool):
-            result = AgentToolResult(content=[TextContent(text="done")])
+            result = AgentToolResult(content=[TextContent(text="done")], run_usage=nested_usage)
             feed(ToolFinished(effect.index, result, timestamp=now))
         elif isinstance(effect, Proceed):
             feed(Proceeded(timestamp=now))
@@ -256,8 +258,21 @@ def _budget_runs(decl: Declaration | None, observer: Observer) -> None:
     assert messages[-1].stop_reason == "aborted" and end.usage.requests == 1
 
 
+def _nested_usage_runs(decl: Declaration | None, observer: Observer) -> None:
+    # a tool result's run_usage (a nested run's, docs/multi-agent.md) counts as the run's own
+    nested = RunUsage(requests=2, turns=2, tool_calls=1, input_tokens=10)
+    events, _, m = step_run(
+        decl, observer, limits=UsageLimits(requests=5), calls=[1], nested_usage=nested
+    )
+    end = events[-1]
+    assert m.end_reason == "limit" and end.limit.limit == "requests"
+    # request 1, its tool's 2, request 2, its tool's 2: the third request would be the 7th
+    assert end.usage.requests == 6 and end.usage.tool_calls == 4 and end.usage.turns == 6
+
+
 LIMIT_RUNS: dict[str, Callable[[Declaration | None, Observer], None]] = {
     "budgets": _budget_runs,
+    "nested usage": _nested_usage_runs,
     "deadline, plain": lambda d, o: _deadline_runs(d, o, calls=[1, 0]),
     "deadline, hooks and polls": lambda d, o: _deadline_runs(
         d, o, calls=[2, 0], hooks=True, steering=[[], ["steer"]], follow_ups=[["more"]]
