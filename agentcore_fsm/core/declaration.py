@@ -13,7 +13,7 @@ they are read from the top-level ``states/`` folder.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -126,15 +126,24 @@ class Declaration:
         return [t for t in self.triggers if t not in self.inputs]
 
     def accepted_inputs(self, state: str) -> list[str]:
-        """The inputs a machine in ``state`` accepts, in declaration order."""
-        accepted = []
-        for name, spec in self.inputs.items():
-            if spec.kind == "internal":
-                if state in spec.states:
+        """The inputs a machine in ``state`` accepts, in declaration order (a new list)."""
+        return list(self._accepted_by_state.get(state, ()))
+
+    @cached_property
+    def _accepted_by_state(self) -> dict[str, tuple[str, ...]]:
+        """``accepted_inputs`` of every state, worked out once per declaration (a declaration
+        never changes; a changed copy made with ``dataclasses.replace`` works out its own)."""
+        by_state: dict[str, tuple[str, ...]] = {}
+        for state in self.states:
+            accepted = []
+            for name, spec in self.inputs.items():
+                if spec.kind == "internal":
+                    if state in spec.states:
+                        accepted.append(name)
+                elif any(state in t.source for t in self.transitions if t.trigger == name):
                     accepted.append(name)
-            elif any(state in t.source for t in self.transitions if t.trigger == name):
-                accepted.append(name)
-        return accepted
+            by_state[state] = tuple(accepted)
+        return by_state
 
     def transitions_from(self, state: str, trigger: str) -> list[TransitionSpec]:
         return [t for t in self.transitions if t.trigger == trigger and state in t.source]
