@@ -23,6 +23,8 @@ COMMANDS = {
         "Re-run a recording offline; report the first divergence.",
     ),
     "worker": ("agentcore_fsm.cli.worker", "Run durable runs from a DBOS queue (dbos extra)."),
+    "fork": ("agentcore_fsm.cli.debug_commands", "Fork a run at a step, edit it, go on live."),
+    "diff": ("agentcore_fsm.cli.debug_commands", "Compare two runs step by step."),
 }
 """Each subcommand: the module whose ``main(argv)`` runs it, and its one-line summary."""
 BROKEN_PIPE = 141  # 128 + SIGPIPE
@@ -87,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agentcore-fsm: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
+    run_command = getattr(module, "COMMAND_MAINS", {}).get(name, module.main)  # a shared module
     try:
-        code: int = module.main(rest)
+        code: int = run_command(rest)
     except BrokenPipeError:
         _silence_stdout()
         return BROKEN_PIPE

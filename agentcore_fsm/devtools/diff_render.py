@@ -96,8 +96,9 @@ def step_summary(entry: dict[str, Any], limit: int = 44) -> str:
         error = " error" if isinstance(result, dict) and result.get("is_error") else ""
         what = f"{error}: {show(' '.join(map(str, texts)), 30)}"
     elif kind in ("steering_polled", "follow_up_polled"):
-        messages = entry.get("messages")
-        count = len(messages) if isinstance(messages, list) else (0 if messages is None else 1)
+        polled = entry.get("messages")
+        items = polled.get("items") if isinstance(polled, dict) else None
+        count = len(items) if isinstance(items, list) else 0
         what = f": {count} message{'s' if count != 1 else ''}"
     elif kind == "approval_decided":
         what = f": {'approved' if entry.get('approved') else 'denied'}"
@@ -111,7 +112,7 @@ def step_summary(entry: dict[str, Any], limit: int = 44) -> str:
 def side_by_side(
     rows: Sequence[tuple[str, str | None, str | None]],
     names: tuple[str, str] = ("A", "B"),
-    width: int = 48,
+    width: int = 60,
     marks: Sequence[bool] | None = None,
 ) -> list[str]:
     """Rows of two columns: each row is its label (a step or event number), its left and its

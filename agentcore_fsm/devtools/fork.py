@@ -78,6 +78,7 @@ __all__ = [
     "ChangeModel",
     "Edit",
     "ForkError",
+    "ForkPlan",
     "ForkResult",
     "ForkSource",
     "Messages",
@@ -86,9 +87,11 @@ __all__ = [
     "Settings",
     "Steer",
     "ToolResult",
+    "check_fork",
     "fork_run",
     "fork_run_sync",
     "plan_fork",
+    "polled_items",
     "read_parent",
 ]
 
@@ -191,13 +194,19 @@ class Steer:
         return {"kind": "steer", "messages": poll_data([self.message])}
 
     def entry(self, parent: dict[str, Any], entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        before = parent.get("messages")
-        kept = [] if before is None else (before if isinstance(before, list) else [before])
         return {
             "input": parent["input"],
-            "messages": [*kept, *poll_data([self.message])],
+            "messages": {"items": [*polled_items(parent), *poll_data([self.message])["items"]]}
+            | {"list": True},
             "aborted": parent.get("aborted", False),
         }
+
+
+def polled_items(entry: dict[str, Any]) -> list[Any]:
+    """The messages a poll's entry holds, as data (none for a poll that returned nothing)."""
+    polled = entry.get("messages")
+    items = polled.get("items") if isinstance(polled, dict) else None
+    return list(items) if isinstance(items, list) else []
 
 
 @dataclass(frozen=True)
@@ -311,8 +320,10 @@ def read_parent(source: ForkSource, run: str | None = None) -> ParentRun:
     run."""
     if isinstance(source, RunSnapshot):
         return ParentRun(run or "run", dict(source.header), [dict(e) for e in source.entries])
+    named = ""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        named = f"{path}: "
         try:
             source = load_run(path)
         except OSError as exc:
@@ -322,14 +333,14 @@ def read_parent(source: ForkSource, run: str | None = None) -> ParentRun:
     if isinstance(source, RecordedRun):
         records = source.records
         if not records:
-            raise ForkError("the recording holds no run's record (header and inputs)")
+            raise ForkError(f"{named}the recording holds no run's record (header and inputs)")
         if run is None:
             chosen = records[-1]
         else:
             found = [r for r in records if r.run_id == run]
             if not found:
                 names = ", ".join(repr(r.run_id) for r in records)
-                raise ForkError(f"the recording has no run {run!r} (it has {names})")
+                raise ForkError(f"{named}the recording has no run {run!r} (it has {names})")
             chosen = found[0]
         return ParentRun(chosen.run_id, dict(chosen.header), [dict(e) for e in chosen.entries])
     if run is None:
@@ -456,6 +467,13 @@ def _restore(
         ) from None
 
 
+def check_fork(plan: ForkPlan, config: AgentLoopConfig, tools: Sequence[AgentTool] = ()) -> None:
+    """Feed ``plan`` to a machine with ``config`` and ``tools`` as :func:`fork_run` would,
+    writing nothing: :class:`ForkError` when the record, the edit, the config or the tools do
+    not fit."""
+    _restore(plan, config, tools, f"{plan.parent.run_id}@{plan.at}", None)
+
+
 def _create(store: RunStore, plan: ForkPlan, run_id: str | None, owner: str, lease_s: float) -> str:
     """Create the fork's run in ``store`` (its id: ``run_id``, or ``PARENT@STEP``, numbered
     ``.2``, ``.3``... when taken) and write its replayed entries; return its id."""
@@ -507,8 +525,7 @@ async def fork_run(
     parent = read_parent(source, run)
     plan = plan_fork(parent, at, edit)
     config = config if config is not None else AgentLoopConfig(model=Model(id="fork"))
-    # checked before anything is written: the record, the edit and the caller's config and tools
-    _restore(plan, config, tools, run_id or f"{parent.run_id}@{at}", None)
+    check_fork(plan, config, tools)  # before anything is written
     store = store if store is not None else MemoryRunStore()
     owner = default_owner()
     new_id = _create(store, plan, run_id, owner, lease_s)
