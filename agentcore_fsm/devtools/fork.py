@@ -467,6 +467,20 @@ def _restore(
         ) from None
 
 
+def _stream_fn(stream_fn: StreamFn | None, model: Model) -> StreamFn:
+    """``stream_fn``, or the default one for ``model``; when there is none, one that raises
+    that error when the fork asks the model (a fork that never does needs none)."""
+    try:
+        return resolve_stream_fn(stream_fn, model)
+    except ValueError as exc:
+        error = exc
+
+        def missing(*args: Any, **kwargs: Any) -> Any:
+            raise error
+
+        return missing
+
+
 def check_fork(plan: ForkPlan, config: AgentLoopConfig, tools: Sequence[AgentTool] = ()) -> None:
     """Feed ``plan`` to a machine with ``config`` and ``tools`` as :func:`fork_run` would,
     writing nothing: :class:`ForkError` when the record, the edit, the config or the tools do
@@ -542,7 +556,7 @@ async def fork_run(
         else:
             effects = pending_effects(machine)
         first = Step(events, effects, machine.state != "streaming", machine.finished, transitions)
-        fn = resolve_stream_fn(stream_fn, machine.config.model)
+        fn = _stream_fn(stream_fn, machine.config.model)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await journal.close(len(plan.entries), [], None)
