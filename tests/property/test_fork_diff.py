@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 
 from agentcore_fsm import MemoryRunStore
 from agentcore_fsm.devtools.diff import diff_runs
-from agentcore_fsm.devtools.fork import ModelAnswer, ToolResult, fork_run
+from agentcore_fsm.devtools.fork import Edit, ModelAnswer, ToolResult, fork_run
 from agentcore_fsm.devtools.replay_compare import plain_event
 from agentcore_fsm.persist.journal import derive_run
 from tests.fork_runs import TOOLS, Plan, plain, plans, record, world_after
 
 
-def _fork(plan: Plan, store: MemoryRunStore, at: int, edit: object = None) -> str:
+def _fork(plan: Plan, store: MemoryRunStore, at: int, edit: Edit | None = None) -> str:
     parent = store.load("parent")
     entries = parent.entries[:at]
     if edit is not None:
@@ -27,7 +27,7 @@ def _fork(plan: Plan, store: MemoryRunStore, at: int, edit: object = None) -> st
     async def go() -> str:
         result = await fork_run(
             store, at, edit, run="parent", config=config, tools=TOOLS, stream_fn=model, store=store
-        )  # type: ignore[arg-type]
+        )
         return result.run_id
 
     return anyio.run(go, backend="asyncio")
@@ -90,7 +90,7 @@ def test_a_diff_points_at_the_edited_step(plan: Plan, data: st.DataObject) -> No
 
     async def again() -> str:
         result = await fork_run(
-            store, later, None, run=fork_id, config=config, tools=TOOLS, stream_fn=model, store=store
+            store, later, run=fork_id, config=config, tools=TOOLS, stream_fn=model, store=store
         )
         return result.run_id
 
