@@ -139,3 +139,11 @@ def plain(value: Any) -> Any:
     if isinstance(value, list):
         return [plain(v) for v in value]
     return value
+
+
+CLI_PLAN = Plan(
+    turns=((("add", 1, 2), ("pay", 50, 0)),), mode="parallel", limit=None, steer_at=None
+)
+"""The run the command-line tests fork from a SQLite store."""
+CLI_CONFIG = config_for(CLI_PLAN)
+"""Its config, for ``agentcore-fsm fork --config tests.fork_runs:CLI_CONFIG``."""
