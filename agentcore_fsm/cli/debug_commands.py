@@ -88,7 +88,9 @@ def demo_world(
     """The demo's config, tools and model for a run that has already taken ``entries`` (the
     steps a fork replays): its file tools in ``workspace`` and the calculator, its scripted
     model without the answers those steps hold, its approver, and its steering message, sent
-    (once) when ``read_file`` first runs unless those steps already injected it."""
+    (once) when ``read_file`` first runs unless those steps already injected it. Its tools run
+    one after another (``agentcore-fsm demo`` runs them in parallel), so that the demo run's
+    record is the same every time: the same steps, numbered the same."""
     answered = sum(e.get("input") in ("stream_done", "stream_error") for e in entries)
     steered = any(e.get("input") == "steering_polled" and polled_items(e) for e in entries)
     pending: list[AgentMessage] = []
@@ -110,7 +112,10 @@ def demo_world(
     tools = [*file_tools(workspace), calculator_tool()]
     tools = [_on_read(t, when_read) if t.name == "read_file" else t for t in tools]
     config = AgentLoopConfig(
-        model=DEMO_MODEL, get_steering_messages=steering, decide_approval=approve
+        model=DEMO_MODEL,
+        get_steering_messages=steering,
+        decide_approval=approve,
+        tool_execution="sequential",  # one after another: the same record every time
     )
     return config, tools, FauxProvider(scripted_model()[answered:])
 

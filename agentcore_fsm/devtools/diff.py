@@ -84,7 +84,7 @@ class StepView:
 
     def summary(self) -> str:
         """The step in one line: its input, in short, and the state after it."""
-        return f"{step_summary(self.entry, 34)} → {self.state}"
+        return f"{step_summary(self.entry, 38)} → {self.state}"
 
     def data(self) -> dict[str, Any]:
         return {

@@ -82,13 +82,16 @@ def _text_of(message: Any) -> str:
 
 def step_summary(entry: dict[str, Any], limit: int = 44) -> str:
     """One step of a record (an entry) in a line: its input and what it holds, in short
-    (``tool_finished #0: "3"``, ``stream_done toolUse: add({"a": 1})``)."""
+    (``tool_finished #0: "3"``, ``stream_done: adding add({"a": 1})``; a model answer's stop
+    reason is shown unless it is ``stop`` or ``toolUse``)."""
     kind = str(entry.get("input", "?"))
     index = entry.get("index")
     at = f" #{index}" if isinstance(index, int) else ""
     what = ""
     if kind in ("stream_done", "stream_error"):
-        what = f" {entry.get('reason')}: {_text_of(entry.get('message'))}"
+        reason = entry.get("reason")
+        shown = f" ({reason})" if reason not in ("stop", "toolUse") else ""
+        what = f"{shown}: {_text_of(entry.get('message'))}"
     elif kind == "tool_finished":
         result = entry.get("result")
         content = result.get("content") if isinstance(result, dict) else None
@@ -112,7 +115,7 @@ def step_summary(entry: dict[str, Any], limit: int = 44) -> str:
 def side_by_side(
     rows: Sequence[tuple[str, str | None, str | None]],
     names: tuple[str, str] = ("A", "B"),
-    width: int = 60,
+    width: int = 64,
     marks: Sequence[bool] | None = None,
 ) -> list[str]:
     """Rows of two columns: each row is its label (a step or event number), its left and its

@@ -13,8 +13,6 @@ from agentcore_fsm.cli import commands as cli
 from agentcore_fsm.cli.debug_commands import DEMO_RUN_ID, record_demo_run
 from tests.fork_runs import CLI_PLAN, record
 
-CALCULATOR_STEP = 14  # the calculator's result of the total without VAT (the demo run's step)
-
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
