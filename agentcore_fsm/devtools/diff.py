@@ -204,6 +204,13 @@ def _compare(a: StepView, b: StepView) -> StepDivergence | None:
     return None
 
 
+def _note(found: StepDivergence) -> str:
+    """What differs in a step whose two lines look alike."""
+    if found.what == "event" and found.event is not None:
+        return f"event #{found.event} ({found.a or 'nothing'}): {found.detail}"
+    return found.detail
+
+
 @dataclass(frozen=True)
 class RunDiff:
     """Two runs compared (:func:`diff_runs`): ``a`` and ``b``, the ``first`` divergence (None:
@@ -246,8 +253,16 @@ class RunDiff:
             (str(n), sa.summary() if sa else None, sb.summary() if sb else None)
             for n, sa, sb in self.rows
         ]
-        same = [x is not None and y is not None and _compare(x, y) is None for _, x, y in self.rows]
-        lines += side_by_side(rows, marks=same)
+        found = [None if x is None or y is None else _compare(x, y) for _, x, y in self.rows]
+        same = [
+            x is not None and y is not None and f is None
+            for (_, x, y), f in zip(self.rows, found, strict=True)
+        ]
+        notes = [
+            _note(f) if f is not None and left == right else None
+            for (_, left, right), f in zip(rows, found, strict=True)
+        ]
+        lines += side_by_side(rows, marks=same, notes=notes)
         return "\n".join(lines)
 
     def __str__(self) -> str:

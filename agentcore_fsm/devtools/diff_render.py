@@ -117,10 +117,12 @@ def side_by_side(
     names: tuple[str, str] = ("A", "B"),
     width: int = 64,
     marks: Sequence[bool] | None = None,
+    notes: Sequence[str | None] | None = None,
 ) -> list[str]:
     """Rows of two columns: each row is its label (a step or event number), its left and its
     right text (None: nothing there); each line is marked :data:`SAME` or :data:`DIFFERENT`
-    (``marks``: whether each row is the same; default: whether its two texts are)."""
+    (``marks``: whether each row is the same; default: whether its two texts are). ``notes``:
+    a line to show under a row (what differs where the two texts look alike), or None."""
     label = max([len(r[0]) for r in rows] + [4])
     lines = [f"  {'':<{label}}    {names[0]:<{width}}  {names[1]}"]
     for i, (where, left, right) in enumerate(rows):
@@ -129,4 +131,7 @@ def side_by_side(
         a = clip(left if left is not None else "(nothing)", width)
         b = right if right is not None else "(nothing)"
         lines.append(f"  {where:<{label}} {mark}  {a:<{width}}  {b}".rstrip())
+        note = notes[i] if notes is not None else None
+        if note:
+            lines.append(f"  {'':<{label}}    ↳ {note}")
     return lines

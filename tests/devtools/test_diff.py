@@ -105,8 +105,10 @@ def test_a_fork_diverges_at_its_step_and_the_rest_is_side_by_side(run: Path) -> 
         '  result.content[0].text: A "3", B "4"',
         "from step 2 on (= same, ≠ different):",
     ]
-    rows = lines[5:]
+    rows = [line for line in lines[5:] if "↳" not in line]
     assert [row.split()[:2] for row in rows] == [["2", "≠"], ["3", "="], ["4", "≠"], ["5", "≠"]]
+    # a step that differs where its two lines look alike says what differs, under it
+    assert lines[-1].split()[:4] == ["↳", "event", "#0", "(agent_end(completed)):"]
     assert 'tool_finished #0: "3" → closing_turn' in rows[0]
     assert 'tool_finished #0: "4" → closing_turn' in rows[0]
     data = diff.data()
