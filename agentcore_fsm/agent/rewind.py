@@ -1,5 +1,5 @@
-"""Rewind an :class:`~agentcore_fsm.Agent`'s session to an earlier turn (docs/debugging.md#rewind
-an-agent).
+"""Rewind an :class:`~agentcore_fsm.Agent`'s session to an earlier turn
+(docs/debugging.md#rewind-an-agent).
 
 A fork of a run (:mod:`agentcore_fsm.devtools.fork`) goes back to a step of one run; the
 Agent's session is the transcript its runs left, and going back in it is cutting that transcript
