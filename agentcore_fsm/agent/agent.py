@@ -52,6 +52,7 @@ from agentcore_fsm.agent.approvals import ApprovalDesk
 from agentcore_fsm.agent.lifecycle import Lifecycle
 from agentcore_fsm.agent.listeners import AgentListener, Listeners
 from agentcore_fsm.agent.queues import QueueMode, as_message, as_prompts, dequeue
+from agentcore_fsm.agent.rewind import rewind_session
 from agentcore_fsm.agent.run_config import loop_config
 from agentcore_fsm.agent.session import SessionLease, free_ended_run, read_session
 from agentcore_fsm.agent.state import AgentState, UsageLimits
@@ -512,6 +513,8 @@ class Agent:
         self._state.clear()
         self._steering.clear()
         self._follow_ups.clear()
+
+    rewind = rewind_session  # cut the transcript before a user turn (agent/rewind.py)
 
     # --- listeners --------------------------------------------------------------------------
 

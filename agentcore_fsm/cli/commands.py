@@ -24,6 +24,8 @@ COMMANDS = {
     ),
     "worker": ("agentcore_fsm.cli.worker", "Run durable runs from a DBOS queue (dbos extra)."),
     "view": ("agentcore_fsm.cli.view_command", "Write a run viewer page (HTML) for a run."),
+    "fork": ("agentcore_fsm.cli.debug_commands", "Fork a run at a step, edit it, go on live."),
+    "diff": ("agentcore_fsm.cli.debug_commands", "Compare two runs step by step."),
 }
 """Each subcommand: the module whose ``main(argv)`` runs it, and its one-line summary."""
 BROKEN_PIPE = 141  # 128 + SIGPIPE
@@ -88,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agentcore-fsm: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
+    run_command = getattr(module, "COMMAND_MAINS", {}).get(name, module.main)  # a shared module
     try:
-        code: int = module.main(rest)
+        code: int = run_command(rest)
     except BrokenPipeError:
         _silence_stdout()
         return BROKEN_PIPE

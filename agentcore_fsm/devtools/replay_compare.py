@@ -4,20 +4,21 @@ events as the JSON a recording holds, the first difference between two values, a
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
 from agentcore_fsm.core.machine import TransitionRecord
-from agentcore_fsm.core.messages import clip
+from agentcore_fsm.devtools.diff_render import first_difference, side_by_side
 
 __all__ = [
     "Divergence",
     "ReplayResult",
     "difference",
+    "left_out",
     "plain_event",
     "transition_key",
     "transition_text",
@@ -39,36 +40,41 @@ def _strip(value: Any) -> Any:
     return value
 
 
-def _show(value: Any) -> str:
-    text = clip(json.dumps(value, ensure_ascii=False, default=repr), 60)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def difference(want: Any, got: Any, path: str = "") -> str | None:
-    """Where two JSON values first differ, as ``path: expected X, got Y``; None when equal."""
-    where = path or "the whole value"
-    if isinstance(want, dict) and isinstance(got, dict):
-        for key in [*want, *(k for k in got if k not in want)]:
-            sub = f"{path}.{key}" if path else str(key)
-            if key not in got:
-                return f"{sub}: expected {_show(want[key])}, got nothing"
-            if key not in want:
-                return f"{sub}: expected nothing, got {_show(got[key])}"
-            found = difference(want[key], got[key], sub)
-            if found is not None:
-                return found
-        return None
-    if isinstance(want, list) and isinstance(got, list):
-        for i, (a, b) in enumerate(zip(want, got, strict=False)):
-            found = difference(a, b, f"{path}[{i}]")
-            if found is not None:
-                return found
-        if len(want) != len(got):
-            return f"{where}: expected {len(want)} items, got {len(got)}"
-        return None
-    if want == got:
-        return None
-    return f"{where}: expected {_show(want)}, got {_show(got)}"
+    """Where two JSON values first differ, as ``path: expected X, got Y``; None when equal
+    (:func:`~agentcore_fsm.devtools.diff_render.first_difference`, the display a run diff
+    shares)."""
+    return first_difference(want, got, path)
+
+
+LOOK_AHEAD = 3
+"""How many recorded events (or transitions) past a divergence a left-out one is looked for."""
+
+
+def left_out(
+    kind: str,
+    index: int,
+    recorded: Sequence[Any],
+    got: Any,
+    labels: Sequence[str],
+    why: str | None,
+) -> tuple[tuple[tuple[str, str | None, str | None], ...], str | None]:
+    """A replay produced at ``index`` another kind of record than the recording holds there:
+    when it is one of the next recorded ones, the replay left the ones before it out; return
+    the side-by-side rows that show it (the left-out ones with nothing beside them) and the
+    detail that says it. Otherwise no rows and ``why`` unchanged."""
+    for ahead in range(1, LOOK_AHEAD + 1):
+        at = index + ahead
+        if at < len(recorded) and recorded[at] == got:
+            rows: list[tuple[str, str | None, str | None]]
+            rows = [(f"#{i}", labels[i], None) for i in range(index, at)]
+            rows.append((f"#{at}", labels[at], labels[at]))
+            what = f"{kind}s #{index} to #{at - 1}" if ahead > 1 else f"{kind} #{index}"
+            return tuple(rows), (
+                f"the replay left out the recorded {what} ({', '.join(labels[index:at])}): "
+                f"it produced #{at} ({labels[at]}) in its place"
+            )
+    return (), why
 
 
 def transition_text(record: TransitionRecord) -> str:
@@ -98,6 +104,11 @@ class Divergence:
     detail: str | None = None
     context: tuple[str, ...] = ()
     recorded: int = 0
+    side: tuple[tuple[str, str | None, str | None], ...] = ()
+    """When the replay produced another kind of event or transition than the recorded one (one
+    left out, one added, two swapped): the recording's next ones and what the replay produced,
+    side by side (``(where, recorded, replayed)``, None: nothing there), as a run diff shows
+    two runs (:mod:`agentcore_fsm.devtools.diff`)."""
 
     def __str__(self) -> str:
         lines = [
@@ -111,6 +122,9 @@ class Divergence:
         if self.context:
             lines.append("recorded just before it:")
             lines += [f"  {line}" for line in self.context]
+        if self.side:
+            lines.append(f"the recording and the replay from {self.kind} #{self.index} on:")
+            lines += side_by_side(self.side, ("recorded", "replayed"), width=36)
         return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ from agentcore_fsm.devtools.replay_compare import (
     Divergence,
     ReplayResult,
     difference,
+    left_out,
     plain_event,
     transition_key,
     transition_text,
@@ -280,12 +281,16 @@ class _Replayer:
         self, kind: Literal["event", "transition"], index: int, got: Any, why: str | None
     ) -> Divergence:
         script = self.script
+        side: tuple[tuple[str, str | None, str | None], ...] = ()
         if kind == "event":
             want: Any = script.events[index] if index < len(script.events) else None
             expected = describe_event(want) if want is not None else None
             shown = describe_event(got) if got is not None else None
             if want is not None and got is not None:
                 why = difference(self.expected[index], plain_event(got))
+                if getattr(want, "type", None) != getattr(got, "type", None):
+                    labels = [describe_event(e) for e in script.events]
+                    side, why = left_out(kind, index, self.expected, plain_event(got), labels, why)
             recorded = len(script.events)
         else:
             want = script.transitions[index] if index < len(script.transitions) else None
@@ -293,6 +298,9 @@ class _Replayer:
             shown = transition_text(got) if got is not None else None
             if want is not None and got is not None and want.index != got.index:
                 why = f"index: expected {want.index}, got {got.index}"
+                keys = self.expected_transitions
+                labels = [transition_text(t) for t in script.transitions]
+                side, why = left_out(kind, index, keys, transition_key(got), labels, why)
             recorded = len(script.transitions)
         at = self.position.get((kind, index), len(script.order))
         context = tuple(
@@ -301,7 +309,7 @@ class _Replayer:
             else f"transition #{i}: {transition_text(script.transitions[i])}"
             for what, i in script.order[max(0, at - CONTEXT_LINES) : at]
         )
-        return Divergence(kind, index, expected, shown, why, context, recorded)
+        return Divergence(kind, index, expected, shown, why, context, recorded, side)
 
     def _wake(self) -> None:
         count = len(self.events)

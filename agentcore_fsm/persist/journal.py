@@ -122,6 +122,7 @@ _HEADER_FIELDS = frozenset(
         "continuing",
         "output",  # a run with an output type only (persist/output_record.py)
         "policies",  # a run with a fallback or a compaction only (persist/policy_record.py)
+        "fork",  # a forked run only: its parent, step and edit (devtools/fork.py)
     }
 )
 _LEVELS = frozenset(get_args(ThinkingLevel))
