@@ -37,11 +37,12 @@ _WHOLE_MODULE_FOLDERS = ("tests/integrations/providers/",)  # a server per modul
 _ROOT = Path(__file__).resolve().parents[1]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        where = item.path.relative_to(_ROOT).as_posix()
-        group = next((f for f in _ONE_WORKER_FOLDERS if where.startswith(f)), None)
-        if group is None and (where in _WHOLE_MODULES or where.startswith(_WHOLE_MODULE_FOLDERS)):
-            group = where
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # marked as each item is collected: xdist reads the marks in its own
+    # pytest_collection_modifyitems, which may run before a conftest's
+    where = item.path.relative_to(_ROOT).as_posix()
+    group = next((f for f in _ONE_WORKER_FOLDERS if where.startswith(f)), None)
+    if group is None and (where in _WHOLE_MODULES or where.startswith(_WHOLE_MODULE_FOLDERS)):
+        group = where
+    if group is not None:
+        item.add_marker(pytest.mark.xdist_group(group))
