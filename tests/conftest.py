@@ -46,3 +46,28 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         group = where
     if group is not None:
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+# The modules with the longest tests run first, so that the two workers end together instead of
+# one of them finishing a long test alone at the end (whole modules move, in their own order, so
+# that a module-scoped fixture still starts once); the thousands of short mutant tests fill in.
+_FIRST = (
+    "tests/property/test_machine_stateful.py",
+    "tests/integrations/test_dbos_postgres.py",
+    "tests/integrations/temporal/",
+    "tests/integrations/test_mcp.py",
+    "tests/integrations/test_dbos.py",
+    "tests/property/test_driver_properties.py",
+    "tests/property/test_adversarial.py",
+    "tests/persist/test_crash.py",
+    "tests/runtime/test_load.py",
+    "tests/property/test_pure_guards.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        where = item.path.relative_to(_ROOT).as_posix()
+        return next((i for i, first in enumerate(_FIRST) if where.startswith(first)), len(_FIRST))
+
+    items.sort(key=rank)  # stable: the order within a module and among the rest is kept
