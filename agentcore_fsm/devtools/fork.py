@@ -432,14 +432,7 @@ class ForkResult:
     def snapshot(self) -> RunSnapshot:
         """The fork's record as the store holds it."""
         stored = self.store.load(self.run_id)
-        header = stored.header
-        return RunSnapshot(
-            format=header.get("format", 0),
-            declaration=header.get("declaration", ""),
-            declaration_hash=header.get("declaration_hash", ""),
-            header=header,
-            entries=stored.entries,
-        )
+        return RunSnapshot.of(stored.header, stored.entries)
 
 
 def _restore(
@@ -449,13 +442,7 @@ def _restore(
     run_id: str,
     on_transition: Callable[[TransitionRecord], None] | None,
 ) -> tuple[JournaledLoopMachine, list[Step]]:
-    snapshot = RunSnapshot(
-        format=plan.header.get("format", 0),
-        declaration=plan.header.get("declaration", ""),
-        declaration_hash=plan.header.get("declaration_hash", ""),
-        header=plan.header,
-        entries=plan.entries,
-    )
+    snapshot = RunSnapshot.of(plan.header, plan.entries)
     try:
         return JournaledLoopMachine.restore(
             snapshot, config, tools=tools, run_id=run_id, on_transition=on_transition

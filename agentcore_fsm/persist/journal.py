@@ -148,6 +148,19 @@ class RunSnapshot(BaseModel):
     """(``format``, ``declaration`` and ``declaration_hash`` are checked when the snapshot is
     restored, so that a damaged one is refused there with a :class:`JournalError`.)"""
 
+    @classmethod
+    def of(cls, header: dict[str, Any], entries: list[dict[str, Any]]) -> RunSnapshot:
+        """The snapshot of a stored run's ``header`` and ``entries`` (a store's ``StoredRun``,
+        a fork's plan): the format and the declaration as the header names them (0 and ``""``
+        when it names none, which :meth:`JournaledLoopMachine.restore` then refuses)."""
+        return cls(
+            format=header.get("format", 0),
+            declaration=header.get("declaration", ""),
+            declaration_hash=header.get("declaration_hash", ""),
+            header=header,
+            entries=entries,
+        )
+
 
 def declaration_hash(machine: LoopMachine) -> str:
     """A hash of the declarations a loop machine runs (the loop's and the tool call's): see

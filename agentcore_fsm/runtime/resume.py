@@ -82,14 +82,7 @@ class ToolInterrupted(Exception):
 
 
 def _snapshot(stored: Any) -> RunSnapshot:
-    header = stored.header
-    return RunSnapshot(
-        format=header.get("format", 0),
-        declaration=header.get("declaration", ""),
-        declaration_hash=header.get("declaration_hash", ""),
-        header=header,
-        entries=stored.entries,
-    )
+    return RunSnapshot.of(stored.header, stored.entries)
 
 
 def abort_journaled(entries: Sequence[dict[str, Any]]) -> bool:
