@@ -535,6 +535,8 @@ class Agent:
         kind = event.type
         if kind == "approval_decided":
             self._approvals.forget(event.tool_call_id)
+        elif kind == "tool_execution_update":  # nested runs' approvals
+            self._approvals.note_update(event)
         elif kind == "turn_start" and self._lease is not None:
             self._lease.renew()
 

@@ -13,6 +13,7 @@ import anyio
 from agentcore_fsm.agent.state import AgentState
 from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.approval import ApprovalDecision, ApprovalRequest
+from agentcore_fsm.core.nesting import nested_event_of
 
 __all__ = ["ApprovalDesk"]
 
@@ -31,13 +32,30 @@ class ApprovalDesk:
     """The decisions of one agent's tool calls. ``suspending``: :meth:`suspend` was called
     during the current run (the calls that wait get no decision: the run suspends)."""
 
-    __slots__ = ("_decisions", "_state", "_waiters", "suspending")
+    __slots__ = ("_announced", "_decisions", "_state", "_waiters", "suspending")
 
     def __init__(self, state: AgentState) -> None:
         self._state = state
         self._waiters: dict[str, _ApprovalWaiter] = {}  # calls of the running run that wait
         self._decisions: dict[str, ApprovalDecision] = {}  # made before the run asks again
+        # the calls of nested runs whose approval_requested event came up (the outer run's
+        # listeners may decide them before the inner run's request reaches this desk)
+        self._announced: set[str] = set()
         self.suspending = False
+
+    def note_update(self, event: Any) -> None:
+        """A ``tool_execution_update`` of the run: note the nested calls that ask for
+        approval (and forget the decided ones), so that :meth:`decide` accepts a decision for
+        one before its request arrives (docs/multi-agent.md)."""
+        nested = nested_event_of(event)
+        if nested is None:
+            return
+        inner = nested.event
+        if inner.type == "approval_requested":
+            self._announced.add(inner.tool_call_id)
+        elif inner.type == "approval_decided":
+            self._announced.discard(inner.tool_call_id)
+            self._decisions.pop(inner.tool_call_id, None)
 
     def suspend(self) -> None:
         """Give every call that waits no decision: the run suspends."""
@@ -52,6 +70,7 @@ class ApprovalDesk:
     def clear(self) -> None:
         """The run ended: no decision is kept."""
         self._decisions.clear()
+        self._announced.clear()
 
     def decide(self, call_id: str, decision: ApprovalDecision) -> None:
         """Decide the call ``call_id``: hand the decision to the run that waits for it, or keep
@@ -64,7 +83,7 @@ class ApprovalDesk:
             waiter.decision = decision
             waiter.event.set()
             return
-        if self._state.awaits_approval(call_id):
+        if self._state.awaits_approval(call_id) or call_id in self._announced:
             if call_id in self._decisions:
                 raise ValueError(f"tool call {call_id!r} has been decided already")
             # applied when the run asks for it (it has not yet, or it resumes later)

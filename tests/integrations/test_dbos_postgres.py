@@ -209,8 +209,19 @@ def _scale_out(url: str, runs: int) -> None:
         def done() -> int:
             return len(_rows(url, "SELECT 1 FROM activity WHERE phase = 'end'"))
 
+        def in_flight_on_w1() -> int:  # begun on w1 (its first model call there), not ended
+            return len(
+                _rows(
+                    url,
+                    "SELECT run_id FROM activity GROUP BY run_id HAVING "
+                    "bool_or(phase = 'begin' AND worker = 'w1') AND NOT bool_or(phase = 'end')",
+                )
+            )
+
         deadline = time.monotonic() + 60
-        while done() < runs // 3:
+        # a third done, and w1 in the middle of a run (on a loaded machine w1 may sit idle at
+        # the moment a third is done: then the kill would catch nothing to recover)
+        while done() < runs // 3 or in_flight_on_w1() == 0:
             assert time.monotonic() < deadline, "the workers made no progress"
             time.sleep(0.05)
         w1.kill()  # mid-way, with runs in flight
