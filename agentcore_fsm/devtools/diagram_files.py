@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from agentcore_fsm.core.declaration import declaration_names, load_declaration
+from agentcore_fsm.core.declaration import Declaration, declaration_names, load_declaration
 from agentcore_fsm.devtools.diagrams import (
     diagram_title,
     render,
@@ -103,7 +103,22 @@ def readme_text(names: Sequence[str]) -> str:
             to_mermaid(decl).rstrip("\n"),
             "```",
         ]
+        out += _variables_table(decl)
     return "\n".join(out) + "\n"
+
+
+def _variables_table(decl: Declaration) -> list[str]:
+    """The declared variables and what may write them: the arrows show the writes of emit
+    actions and state effects, not those of inputs (whose handler writes the variable from the
+    input's data before the trigger fires), so the table lists every setter."""
+    if not decl.variables:
+        return []
+    out = ["", "| variable | type | set by |", "| --- | --- | --- |"]
+    for var in decl.variables.values():
+        setters = ", ".join(f"`{s}`" for s in var.set_by)
+        kind = var.type.replace("|", "\\|")  # a union's bar, escaped inside the table
+        out.append(f"| `{var.name}` | `{kind}` | {setters} |")
+    return out
 
 
 _EMBEDDED = re.compile(
