@@ -3,6 +3,11 @@
 the nested run, or resumed.
 
     python tests/crash_nested_worker.py run|resume DB LOG BACKEND
+    python tests/crash_nested_worker.py dbos-run|dbos-recover DB LOG
+
+``dbos-run`` runs the same agents as a durable run on DBOS (a SQLite system database), where
+the nested run is a child workflow; ``dbos-recover`` launches DBOS on DB (which recovers the
+run), waits for it and prints "recovered" and the outer run's tool results.
 
 The nested run calls ``step`` (not idempotent), then ``die`` (which kills the process with
 SIGKILL in ``run``, and answers in ``resume``), then answers. Every model call appends
@@ -77,7 +82,7 @@ def tools(mode: str, path: str) -> list[AgentTool]:
         return AgentToolResult(content=[TextContent(text="stepped")])
 
     async def die(call_id: str, args: Any, signal: Any, update: Any) -> AgentToolResult:
-        if mode == "run":
+        if mode in ("run", "dbos-run"):
             os.kill(os.getpid(), signal_kill())
         return AgentToolResult(content=[TextContent(text="alive")])
 
@@ -116,5 +121,28 @@ async def main(mode: str, db: str, path: str) -> None:
     print("resumed", results)
 
 
+async def on_dbos(mode: str, db: str, path: str) -> None:
+    from agentcore_fsm.integrations import dbos as durable
+
+    agent = durable.DurableAgent(
+        "outer", model("outer", OUTER, path), AgentLoopConfig(model=MODEL), tools(mode, path)
+    )
+    await durable.launch(f"sqlite:///{db}", agents=[agent])
+    try:
+        if mode == "dbos-run":
+            await durable.run_durable("outer", ["start"], run_id=RUN_ID)
+            return
+        messages = await durable.result_async(RUN_ID)
+        results = [m.content[0].text for m in messages if getattr(m, "role", "") == "toolResult"]
+        print("recovered", results, flush=True)
+    finally:
+        durable.shutdown()
+
+
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:4], backend=sys.argv[4])
+    if sys.argv[1].startswith("dbos"):
+        import asyncio
+
+        asyncio.run(on_dbos(*sys.argv[1:4]))
+    else:
+        anyio.run(main, *sys.argv[1:4], backend=sys.argv[4])

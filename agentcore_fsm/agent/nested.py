@@ -199,6 +199,18 @@ class NestedAgentTool(AgentTool):
         async with self._lock:  # the outer run's usage is read once the call may run
             return await self._run(position, args, signal, on_update)
 
+    def prompt_of(self, args: Any) -> str:
+        """The nested run's prompt for a call's (validated) arguments."""
+        return self._prompt(args)
+
+    def result_of(
+        self, messages: list[AgentMessage], reason: str | None, agents: tuple[str, ...]
+    ) -> AgentToolResult:
+        """The call's result from the nested run's messages and how it ended (a durable
+        engine's nested run, docs/durable.md); ``agents``: the path of agents down to it."""
+        end = None if reason is None else _Ended(reason)
+        return self._result(messages, end, Nesting(agents=agents))
+
     def _prompt(self, args: Any) -> str:
         if isinstance(args, BaseModel):
             return args.model_dump_json()
@@ -301,6 +313,13 @@ class NestedAgentTool(AgentTool):
             usage=usage,
             is_error=True,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """How a nested run read back from a durable engine ended (what ``agent_end`` says)."""
+
+    reason: str
 
 
 def _error(text: str) -> AgentToolResult:

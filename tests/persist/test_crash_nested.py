@@ -1,5 +1,5 @@
-"""A run killed (SIGKILL) inside a nested run resumes inside it
-(docs/multi-agent.md#runs-that-survive): a subprocess (tests/crash_nested_worker.py) runs an outer run journaled in a
+"""A run killed (SIGKILL) inside a nested run resumes inside it (docs/multi-agent.md#runs-that-
+survive): a subprocess (tests/crash_nested_worker.py) runs an outer run journaled in a
 ``SqliteRunStore`` whose tool is an agent, and kills itself inside the nested run, after the
 nested run's first tool and its second model answer were journaled; another process resumes the
 outer run. The nested run's completed model calls and its non-idempotent tool are not done
@@ -71,3 +71,16 @@ def test_a_run_killed_inside_a_nested_run_resumes_inside_it(tmp_path: Path, back
         ("assistant", None),
     ]
     assert inner.new_messages[4].content[0].text == "alive"
+
+
+def test_a_dbos_run_killed_inside_a_nested_run_is_recovered_inside_it(tmp_path: Path) -> None:
+    """On DBOS the nested run is a child workflow (docs/durable.md#nested-runs): its steps are
+    checkpointed, so the recovery does not call again what the nested run had done."""
+    db, log = str(tmp_path / "dbos.db"), str(tmp_path / "log")
+    killed = _worker("dbos-run", db, log)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert Path(log).read_text().splitlines() == ["outer 0", "inner 0", "step", "inner 1"]
+    recovered = _worker("dbos-recover", db, log)
+    assert recovered.returncode == 0, recovered.stderr
+    assert recovered.stdout.strip().splitlines()[-1] == "recovered ['inner done']"
+    assert Path(log).read_text().splitlines()[4:] == ["inner 2", "outer 1"]
