@@ -1,9 +1,10 @@
-"""A run killed (SIGKILL) inside a nested run resumes inside it (docs/multi-agent.md#runs-that-
-survive): a subprocess (tests/crash_nested_worker.py) runs an outer run journaled in a
-``SqliteRunStore`` whose tool is an agent, and kills itself inside the nested run, after the
-nested run's first tool and its second model answer were journaled; another process resumes the
-outer run. The nested run's completed model calls and its non-idempotent tool are not done
-again, both runs finish, and each run's record regenerates a well-formed run. Both backends."""
+"""A run killed (SIGKILL) inside a nested run resumes inside it
+(docs/multi-agent.md#runs-that-survive): a subprocess (tests/crash_nested_worker.py) runs an
+outer run journaled in a ``SqliteRunStore`` whose tool is an agent, and kills itself inside the
+nested run, after the nested run's first tool and its second model answer were journaled;
+another process resumes the outer run. The nested run's completed model calls and its
+non-idempotent tool are not done again, both runs finish, and each run's record regenerates a
+well-formed run. Both backends; and the same on DBOS."""
 
 from __future__ import annotations
 
