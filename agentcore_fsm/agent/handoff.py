@@ -5,10 +5,10 @@ with a result that terminates the batch (``terminate=True``; its ``details`` nam
 :func:`handoff_of` reads them), and the run ends its turn there (``agent_end`` with the reason
 ``"stopped"``). A handoff must be the only kind of call of its turn: beside other tools' calls
 it is refused (an error result; the run goes on), and of two handoffs in one turn the first
-wins (the second is refused, terminating too). Then the
-target agent continues the conversation in a **new run**: its own system prompt, tools, model,
-stream function, hooks and deps, on the transcript so far (through the handoff's
-``input_filter`` when it has one), with no new prompt (a continue). So a prompt that hands off
+wins (the second is refused, terminating too). Then the target agent continues the
+conversation in a **new run**: its own system prompt, tools, model, stream function, hooks and
+deps, on the transcript so far (through the handoff's ``input_filter`` when it has one), with
+no new prompt (a continue). So a prompt that hands off
 is a **chain of runs**, one per agent, each with its own ``agent_start`` ... ``agent_end`` (the
 event grammar holds per run); every ``agent_end`` of a chain names the agent that ran it
 (``AgentEndEvent.agent``), and the result is a :class:`HandoffMessages`: every message of the
@@ -22,8 +22,8 @@ the session).
 
 :func:`follow_handoffs` is what :class:`~agentcore_fsm.Agent` runs through (for an agent that
 has a handoff among its tools); :func:`run_with_handoffs` is the same for the plain loop.
-A handoff called where no chain follows it (a nested run, a plain ``run_agent_loop``), or
-beyond its ``max_handoffs``, is answered with an error result that says why, and the run goes
+A handoff called where no chain follows it (a nested run, a plain ``run_agent_loop``, a
+resumed run), or beyond its ``max_handoffs``, is answered with an error result that says why, and the run goes
 on.
 """
 
