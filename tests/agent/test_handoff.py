@@ -555,3 +555,31 @@ async def test_the_output_type_of_a_prompt_is_asked_of_the_target() -> None:
     assert not plain.has_output
     with pytest.raises(OutputError, match="the run had no output type"):
         print(plain.output)
+
+
+async def test_the_prompted_agent_decides_the_approvals_of_the_target() -> None:
+    def refund(call_id: str, args: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        return AgentToolResult(content=[TextContent(text="refunded")])
+
+    target = Agent(
+        name="t",
+        tools=[AgentTool("refund", "Refund.", {"type": "object"}, refund, requires_approval=True)],
+        stream_fn=FauxProvider(
+            [faux_response(tool_calls=[faux_tool_call("refund", {}, id="r1")]), faux_response("ok")]
+        ),
+    )
+    source = Agent(
+        tools=[handoff(target)], stream_fn=FauxProvider([transfer("transfer_to_t", "h1")])
+    )
+    events: list[Any] = []
+
+    def approve(event: Any, signal: Any) -> None:
+        events.append(event)
+        if event.type == "approval_requested":
+            assert [r.tool_call_id for r in source.state.pending_approvals] == ["r1"]
+            source.approve(event.tool_call_id, decided_by="test")
+
+    source.subscribe(approve)
+    messages = await source.prompt("refund")
+    assert texts(messages)[-2:] == ["refunded", "ok"]
+    assert [e.agent for e in check_chain(events, messages)] == ["agent", "t"]
