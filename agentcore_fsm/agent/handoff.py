@@ -23,8 +23,8 @@ the session).
 :func:`follow_handoffs` is what :class:`~agentcore_fsm.Agent` runs through (for an agent that
 has a handoff among its tools); :func:`run_with_handoffs` is the same for the plain loop.
 A handoff called where no chain follows it (a nested run, a plain ``run_agent_loop``, a
-resumed run), or beyond its ``max_handoffs``, is answered with an error result that says why, and the run goes
-on.
+resumed run), or beyond its ``max_handoffs``, is answered with an error result that says why,
+and the run goes on.
 """
 
 from __future__ import annotations
