@@ -367,7 +367,7 @@ def follow_handoffs(agent: Any, run: R, journal: dict[str, Any], output: Any = N
     run; ``output``: the prompt's output type, asked of every run of the chain."""
     if not has_handoffs(agent.state.tools):
         return run
-    name = agent.name if agent.name is not None else UNNAMED
+    name = agent.name or UNNAMED
 
     async def chained(
         context: AgentContext,
@@ -404,7 +404,9 @@ async def run_with_handoffs(
     """:func:`~agentcore_fsm.run_agent_loop`, following the handoffs among ``context.tools``:
     the first run is the loop's (its agent called ``name``), each handoff a run of its target
     (see the module's documentation). Returns every message of the chain, with ``agent`` and
-    ``handoffs``."""
+    ``handoffs``. The runs are not journaled (an Agent with a store journals its chains)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"run_with_handoffs: name must be a non-empty str, not {name!r}")
     first = list(prompts)
 
     async def start(ctx: AgentContext, cfg: AgentLoopConfig, relay: Any, **kw: Any) -> Any:

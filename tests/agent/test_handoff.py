@@ -475,6 +475,8 @@ async def test_the_plain_loop_follows_handoffs_with_run_with_handoffs() -> None:
     )
     assert messages.agent == "t" and messages.handoffs == (Handoff("loop", "t"),)
     assert [e.agent for e in check_chain(events, messages)] == ["loop", "t"]
+    with pytest.raises(TypeError, match="run_with_handoffs: name must be a non-empty str"):
+        await run_with_handoffs([], AgentContext(), AgentLoopConfig(model=MODEL), name="")
 
 
 async def test_a_handoff_where_no_chain_follows_it_is_an_error_result() -> None:
