@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentcore_fsm.core.approval import ApprovalRequest
+from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -40,6 +41,7 @@ __all__ = [
     "depth_error_text",
     "enter_nesting",
     "levels",
+    "nested_event_from_data",
     "nested_event_of",
 ]
 
@@ -150,6 +152,30 @@ class NestedEvent:
             "agents": list(self.agents),
             "event": dump(**kwargs) if callable(dump) else self.event,
         }
+
+
+NESTED_KEYS = frozenset({"path", "agents", "event"})
+"""The keys of a :class:`NestedEvent`'s JSON form (:meth:`NestedEvent.model_dump`)."""
+
+
+def nested_event_from_data(data: Any) -> NestedEvent:
+    """A :class:`NestedEvent` from its JSON form (``{"path": [...], "agents": [...], "event":
+    {...}}``, the event in its camelCase JSON form, as a recording holds it), the event
+    validated as an agent event. Raises ``ValueError`` naming what is wrong."""
+    if not isinstance(data, dict) or set(data) != NESTED_KEYS:
+        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"a nested event needs exactly 'path', 'agents' and 'event', not {keys}")
+    path, agents = data["path"], data["agents"]
+    for name, value in (("path", path), ("agents", agents)):
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"a nested event's {name!r} must be a non-empty list of strings")
+    if len(path) != len(agents):
+        raise ValueError(f"a nested event's path has {len(path)} call ids but {len(agents)} agents")
+    try:
+        event = AGENT_EVENT_ADAPTER.validate_python(data["event"])
+    except ValueError as exc:
+        raise ValueError(f"a nested event's event is not an agent event: {exc}") from None
+    return NestedEvent(tuple(path), tuple(agents), event)
 
 
 def nested_event_of(event: Any) -> NestedEvent | None:

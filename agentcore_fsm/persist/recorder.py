@@ -71,6 +71,7 @@ from typing import Any, BinaryIO
 from agentcore_fsm.core.boundary import json_data
 from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER
 from agentcore_fsm.core.machine import TransitionRecord
+from agentcore_fsm.core.nesting import nested_event_of
 from agentcore_fsm.persist import json_text
 from agentcore_fsm.persist.recording import (
     RUN_FORMAT,
@@ -81,8 +82,11 @@ from agentcore_fsm.persist.recording import (
     RunRecord,
     describe_event,
     duration_text,
+    event_data,
+    event_from_data,
     load_run,
     run_error,
+    split_records,
     tool_errors,
 )
 from agentcore_fsm.persist.store import MemoryRunStore
@@ -125,15 +129,6 @@ def _dumps(obj: dict[str, Any]) -> str:
         return json_text.dumps(obj, default=json_data, allow_nan=False)
     except ValueError:  # a NaN or an infinity somewhere (or a cycle: that raises again)
         return json_text.dumps(_finite(obj), default=json_data, allow_nan=False)
-
-
-def _event_data(event: Any) -> Any:
-    """An agent event as camelCase data, for :func:`_dumps` (a snapshot: a streamed partial
-    message is mutated in place afterwards).
-
-    Not pydantic's JSON mode: it loses text that is not valid Unicode (a lone surrogate in a
-    dict key becomes U+FFFD, or raises). ``_dumps`` makes the rest JSON data."""
-    return event.model_dump(mode="python", by_alias=True)
 
 
 class RunRecorder:
@@ -213,15 +208,18 @@ class RunRecorder:
         kind = getattr(event, "type", None)
         if not isinstance(kind, str) or not callable(getattr(event, "model_dump", None)):
             raise TypeError(f"cannot record {type(event).__name__!r}: not an agent event")
-        if kind == "message_update" and not self.updates:
+        nested = nested_event_of(event)
+        if not self.updates and (
+            kind == "message_update" or (nested is not None and nested.type == "message_update")
+        ):
             return
         self.event_count += 1
         t = self._clock()
         if kind == "agent_end":
             self.end_reason = getattr(event, "reason", None)
         try:
-            data = _event_data(event)
-            kept = AGENT_EVENT_ADAPTER.validate_python(data) if self.keep_events else None
+            data = event_data(event)
+            kept = event_from_data(data, nested is not None) if self.keep_events else None
         except Exception as exc:
             logger.error("RunRecorder: cannot record a %s event (%s); it is left out", kind, exc)
             return
@@ -229,7 +227,10 @@ class RunRecorder:
             self.events.append(kept)
             self._order.append((None, len(self.events) - 1))
             self._times.append(t)
-        self._record({"kind": "event", "event": data}, t)
+        line: dict[str, Any] = {"kind": "event", "event": data}
+        if nested is not None:
+            line["nested"] = True
+        self._record(line, t)
 
     def on_transition(self, record: Any) -> None:
         """Record one transition of :attr:`machine` (a ``TransitionRecord``)."""
@@ -365,13 +366,15 @@ class RunRecorder:
             stored = self.store.load(info.run_id)
             ended = stored.end_reason if stored.status == "finished" else None
             records.append(RunRecord(info.run_id, stored.header, stored.entries, ended))
+        top, nested = split_records(records)
         return RecordedRun(
             machine=self.machine,
             events=list(self.events),
             machines={name: list(recs) for name, recs in self.machine_transitions.items()},
             order=list(self._order),
             times=list(self._times),
-            records=records,
+            records=top,
+            nested_records=nested,
         )
 
 
