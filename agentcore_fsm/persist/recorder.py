@@ -33,7 +33,9 @@ transitions only, as earlier releases did.
 (:attr:`~agentcore_fsm.persist.recording.RecordedRun.times`) so that a run view can say how long
 the run waited, e.g. for an approval. Events are stored in their camelCase JSON form,
 serialised *when they are emitted* — a streamed partial message is mutated in place
-afterwards, so this is the only faithful moment. Each line is written as it happens, so a run
+afterwards, so this is the only faithful moment. An update that carries a nested run's event
+(an agent as a tool) holds it in its JSON form, the line marked ``"nested": true``
+(docs/record.md#nested-runs). Each line is written as it happens, so a run
 that crashes the process still leaves a readable record up to its last step (the reader skips
 a last line the crash cut short).
 
@@ -138,7 +140,8 @@ class RunRecorder:
     records in memory only. ``machine``: the declaration whose transitions
     :meth:`on_transition` receives (``agent_loop`` unless you record another machine; use
     :meth:`transition_callback` to record a second machine into the same file). ``updates``:
-    record ``message_update`` events (default True; pass False to keep long streamed runs small).
+    record ``message_update`` events, the nested runs' included (default True; pass False to keep
+    long streamed runs small).
     ``keep_events``: also keep the events in :attr:`events` (default: only when there is no
     file, so a recorder that writes a long session to disk does not grow in memory).
     Transitions are always kept in :attr:`transitions`, and the reason of the last ``agent_end``

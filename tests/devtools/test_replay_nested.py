@@ -1,4 +1,4 @@
-"""Replaying a recorded run whose tool was an agent (docs/replay.md#nested-runs): the outer run
+"""Replaying a recorded run whose tool was an agent (docs/replay.md#what-is-reproduced-exactly): the outer run
 replays from its recording (the agent tool's result and its nested events are played back, no
 inner model is called), the nested updates are compared like any event, and the lines of a
 nested run's own record are left aside. Every async test runs on trio and on asyncio."""
