@@ -82,6 +82,11 @@ in the file)."""
 READABLE_VERSIONS = (1, 2)
 """The versions this code reads."""
 LOOP = "agent_loop"
+STREAMED = frozenset({"message_update", "output_partial", "tool_execution_update"})
+"""The events a run's record does not give back (they follow the stream and the tools'
+progress): left out when derived events are lined up with recorded ones."""
+LOOK_AHEAD = 3
+"""How many recorded events past the expected one a derived event is looked for."""
 
 logger = logging.getLogger("agentcore_fsm")
 
@@ -716,20 +721,19 @@ class _Reader:
         """A file with event lines beside the runs' records (the recorder given as ``emit``
         and as the store): where each derived transition goes among the recorded events, so
         that the order is the one the run had (the store writes its inputs in groups, after
-        the events they caused). The events the inputs give are lined up with the recorded
-        ones (leaving out the deltas and the tools' progress updates, which a record does not
-        hold): each input's transitions go just before the recorded event its first event
-        matches, or the next matched one. Index ``i`` lists the transitions before
-        ``run.events[i]``, the last index those after the last event. None when the events do
-        not line up (the transitions then go where the input lines are)."""
-        matched = [
-            i
-            for i, event in enumerate(run.events)
-            if event.type not in ("message_update", "tool_execution_update")
-        ]
+        the events they caused). The events the inputs give are lined up, by type, with the
+        recorded ones (leaving out the :data:`STREAMED` ones, which a record does not give
+        back): each input's transitions go just before the recorded event its first event
+        matches, or the next matched one. A derived event with no match among the next
+        :data:`LOOK_AHEAD` recorded ones (an event line edited out) is passed over. Index ``i``
+        lists the transitions before ``run.events[i]``, the last index those after the last
+        event. None when no event lines up (the transitions then go where the input lines
+        are)."""
+        matched = [i for i, event in enumerate(run.events) if event.type not in STREAMED]
         placed: list[list[TransitionRecord]] = [[] for _ in range(len(run.events) + 1)]
         pending: list[TransitionRecord] = []
         at = 0
+        lined_up = False
         for item in self.sequence:
             if item[0] != "input" or item[1] not in derived:
                 continue
@@ -740,14 +744,18 @@ class _Reader:
                 t0, e0 = done
                 pending.extend(machine.history[t0:t1])
                 for event in events[e0:e1]:
-                    if at >= len(matched) or run.events[matched[at]].type != event.type:
-                        return None
+                    ahead = matched[at : at + LOOK_AHEAD + 1]
+                    found = [j for j, i in enumerate(ahead) if run.events[i].type == event.type]
+                    if not found:
+                        continue
+                    at += found[0]
                     placed[matched[at]].extend(pending)
                     pending = []
                     at += 1
+                    lined_up = True
                 done = (t1, e1)
         placed[len(run.events)].extend(pending)
-        return placed
+        return placed if lined_up or not run.events else None
 
     def recorded_elsewhere(self, run: RecordedRun) -> bool:
         """Whether a run of the recording was made by a release whose machines differ (another

@@ -1,7 +1,8 @@
-"""Replaying a recorded run whose tool was an agent (docs/replay.md#what-is-reproduced-exactly): the outer run
-replays from its recording (the agent tool's result and its nested events are played back, no
-inner model is called), the nested updates are compared like any event, and the lines of a
-nested run's own record are left aside. Every async test runs on trio and on asyncio."""
+"""Replaying a recorded run whose tool was an agent
+(docs/replay.md#what-is-reproduced-exactly): the outer run replays from its recording (the agent
+tool's result and its nested events are played back, no inner model is called), the nested
+updates are compared like any event, and the lines of a nested run's own record are left aside.
+Every async test runs on trio and on asyncio."""
 
 from __future__ import annotations
 
@@ -106,3 +107,25 @@ async def test_an_edited_nested_result_diverges_where_the_outer_run_shows_it(
     assert (
         divergence.context[-1] == f"event #{divergence.index - 1}: tool_execution_end(researcher)"
     )
+
+
+async def test_an_event_line_dropped_beside_the_record_diverges_where_it_was(
+    anyio_backend: str, tmp_path: Path
+) -> None:
+    """With the record and the events, the transitions go among the events by lining them up;
+    an event line edited out is passed over, so the replay diverges at that event, not at the
+    run's start."""
+    path = tmp_path / "run.jsonl"
+    await record_nested(path, transitions=False)
+    run = load_run(path)
+    second_turn = [i for i, e in enumerate(run.events) if e.type == "turn_start"][1]
+    records = lines(path)
+    turn_starts = [r for r in records if r.get("event", {}).get("type") == "turn_start"]
+    edited = tmp_path / "edited.jsonl"
+    write_lines(edited, [r for r in records if r is not turn_starts[1]])
+    assert load_run(edited).transitions == run.transitions
+    result = await replay_run(edited, stall_timeout=STALL)
+    assert result.divergence is not None
+    assert (result.divergence.kind, result.divergence.index) == ("event", second_turn)
+    assert result.divergence.got == "turn_start"
+    assert result.divergence.expected == "message_start(assistant)"
