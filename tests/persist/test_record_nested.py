@@ -176,3 +176,18 @@ async def test_with_events_and_the_record_the_transitions_take_the_order_the_run
     want, got = load_run(live), load_run(stored)
     assert got.transitions == want.transitions
     assert got.order == want.order
+
+
+def test_a_live_recorder_keeps_nested_runs_records_apart(tmp_path: Path) -> None:
+    recorder = RunRecorder(tmp_path / "run.jsonl")
+    parent = {"run": "outer-1", "call": "c1", "path": ["c1"], "agents": ["researcher"]}
+    store = recorder.store
+    store.create_run("outer-1", {"format": 2}, session_id=None, owner="me", lease_s=30)
+    store.create_run(
+        "outer-1/1.c1", {"format": 2, "parent": parent}, session_id=None, owner="me", lease_s=30
+    )
+    recorder.close()
+    recorded = recorder.recorded()
+    assert [r.run_id for r in recorded.records] == ["outer-1"]
+    assert [r.run_id for r in recorded.nested_records] == ["outer-1/1.c1"]
+    assert recorded.nested_records[0].header["parent"] == parent
