@@ -20,6 +20,8 @@ untouched): a :class:`NestedEvent` with the path and agents relative to the rece
 run that receives a nested event from one of its own nested runs passes it up with its own call
 id in front, so the outermost listeners get every event of the tree exactly once, tagged with
 its full path. :func:`levels` splits such a stream back into one stream per run.
+:func:`event_data` and :func:`event_from_data` are an event's form in a recording, a nested
+event in its JSON form (docs/record.md#nested-runs).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ __all__ = [
     "current_nesting",
     "depth_error_text",
     "enter_nesting",
+    "event_data",
+    "event_from_data",
     "levels",
     "nested_event_from_data",
     "nested_event_of",
@@ -235,3 +239,43 @@ def nested_request(request: ApprovalRequest, call_id: str, agent: str) -> Nested
         path=(call_id,),
         agents=(agent,),
     )
+
+
+# --- events as a recording holds them (docs/record.md#nested-runs) ---------------------------
+
+
+def event_data(event: Any) -> dict[str, Any]:
+    """An agent event as an ``event`` line holds it: its camelCase data (not pydantic's JSON
+    mode, which loses text that is not valid Unicode; the writer makes the rest JSON data),
+    taken when it is emitted (a streamed partial message is mutated in place afterwards). A
+    ``tool_execution_update`` that carries a nested run's event
+    (:class:`~agentcore_fsm.core.nesting.NestedEvent`) holds it in its JSON form as its
+    ``partialResult.details``: ``path``, ``agents`` and the inner event's own camelCase data."""
+    data: dict[str, Any] = event.model_dump(mode="python", by_alias=True)
+    nested = nested_event_of(event)
+    if nested is not None:
+        data["partialResult"]["details"] = nested.model_dump(mode="python", by_alias=True)
+    return data
+
+
+def event_from_data(data: Any, nested: bool = False) -> Any:
+    """An agent event from an ``event`` line's data, validated (a ``ValueError`` says what is
+    wrong). ``nested``: the line says its ``partialResult.details`` is a nested run's event
+    (the line's ``"nested": true``): it is read back as a
+    :class:`~agentcore_fsm.core.nesting.NestedEvent`, or refused. A line without the mark
+    (written before recordings marked them) whose update's details have exactly the keys of a
+    nested event, each valid, is read back the same way; any other details stay as they are."""
+    event = AGENT_EVENT_ADAPTER.validate_python(data)
+    if getattr(event, "type", None) != "tool_execution_update":
+        if nested:
+            raise ValueError(f"'nested' marks a {event.type} event, not a tool_execution_update")
+        return event
+    details = event.partial_result.details
+    if nested:
+        event.partial_result.details = nested_event_from_data(details)
+    elif isinstance(details, dict) and set(details) == NESTED_KEYS:
+        try:
+            event.partial_result.details = nested_event_from_data(details)
+        except ValueError:
+            pass  # a tool's own details that happen to have these keys
+    return event

@@ -45,10 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_fsm.core.describe import describe_event
-from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER
 from agentcore_fsm.core.machine import TransitionRecord
 from agentcore_fsm.core.messages import clip
-from agentcore_fsm.core.nesting import NESTED_KEYS, nested_event_from_data, nested_event_of
+from agentcore_fsm.core.nesting import event_data, event_from_data
 from agentcore_fsm.persist import json_text
 from agentcore_fsm.persist.codec import RecordError
 from agentcore_fsm.persist.journal import (
@@ -411,46 +410,6 @@ def split_records(records: Iterable[RunRecord]) -> tuple[list[RunRecord], list[R
     for record in records:
         (nested if "parent" in record.header else top).append(record)
     return top, nested
-
-
-# --- events ------------------------------------------------------------------------------------
-
-
-def event_data(event: Any) -> dict[str, Any]:
-    """An agent event as an ``event`` line holds it: its camelCase data (not pydantic's JSON
-    mode, which loses text that is not valid Unicode; the writer makes the rest JSON data),
-    taken when it is emitted (a streamed partial message is mutated in place afterwards). A
-    ``tool_execution_update`` that carries a nested run's event
-    (:class:`~agentcore_fsm.core.nesting.NestedEvent`) holds it in its JSON form as its
-    ``partialResult.details``: ``path``, ``agents`` and the inner event's own camelCase data."""
-    data: dict[str, Any] = event.model_dump(mode="python", by_alias=True)
-    nested = nested_event_of(event)
-    if nested is not None:
-        data["partialResult"]["details"] = nested.model_dump(mode="python", by_alias=True)
-    return data
-
-
-def event_from_data(data: Any, nested: bool = False) -> Any:
-    """An agent event from an ``event`` line's data, validated (a ``ValueError`` says what is
-    wrong). ``nested``: the line says its ``partialResult.details`` is a nested run's event
-    (the line's ``"nested": true``): it is read back as a
-    :class:`~agentcore_fsm.core.nesting.NestedEvent`, or refused. A line without the mark
-    (written before recordings marked them) whose update's details have exactly the keys of a
-    nested event, each valid, is read back the same way; any other details stay as they are."""
-    event = AGENT_EVENT_ADAPTER.validate_python(data)
-    if getattr(event, "type", None) != "tool_execution_update":
-        if nested:
-            raise ValueError(f"'nested' marks a {event.type} event, not a tool_execution_update")
-        return event
-    details = event.partial_result.details
-    if nested:
-        event.partial_result.details = nested_event_from_data(details)
-    elif isinstance(details, dict) and set(details) == NESTED_KEYS:
-        try:
-            event.partial_result.details = nested_event_from_data(details)
-        except ValueError:
-            pass  # a tool's own details that happen to have these keys
-    return event
 
 
 # --- reading a file -----------------------------------------------------------------------------

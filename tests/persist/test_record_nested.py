@@ -121,6 +121,13 @@ async def test_an_unmarked_recording_still_reads_and_bad_marked_lines_are_refuse
     write_lines(path, bad)
     with pytest.raises(RunFileError, match=rf"run.jsonl:{line}: an event record's 'nested' must"):
         load_run(path)
+    start = next(i for i, r in enumerate(records) if r.get("event", {}).get("type") == "turn_start")
+    write_lines(path, [{**r, "nested": True} if i == start else r for i, r in enumerate(records)])
+    with pytest.raises(
+        RunFileError,
+        match=rf"run.jsonl:{start + 1}: invalid event: 'nested' marks a turn_start event, not a",
+    ):
+        load_run(path)
     details = dict(records[marked[0]]["event"]["partialResult"]["details"])
     details["agents"] = ["researcher", "extra"]
     bad[marked[0]] = records[marked[0]]
