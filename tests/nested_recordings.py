@@ -90,32 +90,7 @@ def write_lines(path: Path, records: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
 
 
-def with_nested_record(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``records`` (a recording's lines) with the lines of a nested run's record among them, as
-    a journaled nested run writes them (its own run id, a header with ``parent``): a header
-    after the outer run's header, its first input after the outer run's first, the second and
-    its end before the outer run's end."""
-    (header,) = [r for r in records if r["kind"] == "header"]
-    outer = header["run"]
-    nested = f"{outer}/1.c1"
-    parent = {"run": outer, "call": "c1", "path": ["c1"], "agents": ["researcher"]}
-    extra_header = {
-        "kind": "header",
-        "seq": 0,
-        "t": 0.0,
-        "run": nested,
-        "header": {**header["header"], "parent": parent},
-    }
-    inputs = [r for r in records if r["kind"] == "input" and r["run"] == outer][:2]
-    extra_inputs = [{**r, "run": nested} for r in inputs]
-    extra_end = {"kind": "end", "seq": 0, "t": 0.0, "run": nested, "reason": "completed"}
-    out: list[dict[str, Any]] = []
-    for record in records:
-        if record["kind"] == "end":
-            out += [extra_inputs[1], extra_end]
-        out.append(record)
-        if record is header:
-            out.append(extra_header)
-        elif record is inputs[0]:
-            out.append(extra_inputs[0])
-    return out
+def without_nested_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` (a recording's lines) without the lines of the nested runs' records (their
+    header, input and end lines carry their own run id): the outer run alone."""
+    return [r for r in records if "run" not in r or "/" not in r["run"]]

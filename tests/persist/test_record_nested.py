@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nested_recordings import lines, record_nested, with_nested_record, write_lines
+from nested_recordings import lines, record_nested, without_nested_records, write_lines
 
 from agentcore_fsm.core.nesting import NestedEvent, levels, nested_event_of
 from agentcore_fsm.devtools.testing import check_nested_run
@@ -142,31 +142,40 @@ async def test_an_unmarked_recording_still_reads_and_bad_marked_lines_are_refuse
 async def test_the_records_of_nested_runs_are_kept_apart_from_the_outer_run(
     anyio_backend: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The nested runs of a run journaled in the recorder's store are journaled there too
+    (docs/multi-agent.md#runs-that-survive): their records are read apart from the outer run's,
+    which reads as it does without them."""
     path = tmp_path / "run.jsonl"
     await record_nested(path)
-    plain = load_run(path)
-    (outer,) = plain.records
-    assert outer.run_id == "outer-1" and plain.nested_records == []
-
-    both = tmp_path / "with_nested.jsonl"
-    write_lines(both, with_nested_record(lines(path)))
     with caplog.at_level(logging.WARNING, logger="agentcore_fsm"):
-        run = load_run(both)
+        run = load_run(path)
     assert caplog.records == []
     assert [r.run_id for r in run.records] == ["outer-1"]  # the one whose header has no parent
-    (nested,) = run.nested_records
-    assert nested.run_id == "outer-1/1.c1" and nested.end_reason == "completed"
-    assert nested.header["parent"]["call"] == "c1" and len(nested.entries) == 2
-    # the outer run reads as it did: its transitions, events and order
+    first, second = run.nested_records
+    assert (first.run_id, second.run_id) == ("outer-1/1.c1", "outer-1/1.c1/3.r2")
+    assert first.end_reason == second.end_reason == "completed"
+    assert first.header["parent"] == {
+        "run": "outer-1",
+        "call": "c1",
+        "path": ["c1"],
+        "agents": ["researcher"],
+    }
+    assert second.header["parent"]["agents"] == ["researcher", "checker"]
+    # the outer run reads as it does without the nested records: its transitions, events, order
+    alone = tmp_path / "alone.jsonl"
+    write_lines(alone, without_nested_records(lines(path)))
+    plain = load_run(alone)
+    assert plain.nested_records == []
     assert run.transitions == plain.transitions
     assert [e.type for e in run.events] == [e.type for e in plain.events]
     assert run.order == plain.order
 
-    # a file that holds only the record (no event lines): derived from the outer inputs only
+    # a file that holds only the records (no event lines): derived from the outer inputs only
     only = [r for r in lines(path) if r["kind"] not in ("event", "transition")]
-    write_lines(both, with_nested_record(only))
-    derived = load_run(both)
+    both = tmp_path / "records.jsonl"
     write_lines(both, only)
+    derived = load_run(both)
+    write_lines(both, without_nested_records(only))
     assert derived.transitions == load_run(both).transitions == plain.transitions
     assert [e.type for e in derived.events] == [e.type for e in load_run(both).events]
 
