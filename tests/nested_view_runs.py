@@ -1,0 +1,131 @@
+"""Runs with nested runs for the tests of the nested views (tests/devtools/test_nested_*.py,
+tests/cli/test_nested_cli.py).
+
+Until nested runs journal themselves, their records are made by hand: each agent of the tree
+is run on its own, journaled into a scratch store, and its record is copied into the outer
+run's store under the nested id (``"<outer>/<n>.<call>"``) with the ``"parent"`` header key,
+as docs/debugging.md describes the format. The tree: ``boss`` (run ``run-1``) calls the
+``researcher`` (call ``c1``) in its message #1, which calls the ``checker`` (call ``c7``) in its
+message #1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from agentcore_fsm import Agent, AgentContext, AgentLoopConfig, AgentTool, Model, run_agent_loop
+from agentcore_fsm.devtools.testing import FauxProvider, faux_response, faux_tool_call
+from agentcore_fsm.persist.recorder import RunRecorder
+from agentcore_fsm.persist.store import MemoryRunStore
+from agentcore_fsm.persist.store_rules import RunStore, default_owner
+
+MODEL = Model(id="faux-nested")
+RESEARCHER = "run-1/1.c1"
+CHECKER = "run-1/1.c1/1.c7"
+
+
+def call(name: str, prompt: str, id: str, text: str = "") -> Any:
+    return faux_response(text, tool_calls=[faux_tool_call(name, {"prompt": prompt}, id=id)])
+
+
+def checker_agent() -> Agent:
+    return Agent(system_prompt="You check.", stream_fn=FauxProvider([faux_response("Checked.")]))
+
+
+def researcher_agent() -> Agent:
+    answers = [call("checker", "check 522,000", "c7"), faux_response("Lyon: 522,000.")]
+    tools = [checker_agent().as_tool("checker", "Check a fact.")]
+    return Agent(system_prompt="You research.", tools=tools, stream_fn=FauxProvider(answers))
+
+
+def boss_answers() -> list[Any]:
+    return [
+        call("researcher", "How big is Lyon?", "c1", "Let me ask."),
+        faux_response("About 522,000 people."),
+    ]
+
+
+def boss_tools() -> list[AgentTool]:
+    return [researcher_agent().as_tool("researcher", "Ask the researcher.")]
+
+
+def _journal(
+    store: RunStore, run_id: str, prompt: str, tools: list[AgentTool], answers: list[Any]
+) -> None:
+    async def main() -> None:
+        await run_agent_loop(
+            [prompt],
+            AgentContext(tools=tools),
+            AgentLoopConfig(model=MODEL),
+            stream_fn=FauxProvider(answers),
+            store=store,
+            run_id=run_id,
+        )
+
+    trio.run(main)
+
+
+def copy_run(
+    source: RunStore, run_id: str, target: RunStore, new_id: str, parent: dict[str, Any] | None
+) -> None:
+    """Copy run ``run_id`` of ``source`` into ``target`` as ``new_id``, its header with
+    ``"parent"`` when given (finished as the original)."""
+    stored = source.load(run_id)
+    header = dict(stored.header)
+    if parent is not None:
+        header["parent"] = parent
+    owner = default_owner()
+    target.create_run(new_id, header, session_id=None, owner=owner, lease_s=60)
+    for seq, entry in enumerate(stored.entries):
+        target.append(new_id, seq, entry, owner=owner, lease_s=60)
+    if stored.end_reason is not None:
+        target.finish(new_id, stored.end_reason, owner=owner)
+
+
+def add_children(store: RunStore, outer: str = "run-1") -> None:
+    """Journal the researcher's and the checker's runs apart, and copy them into ``store`` as
+    the runs nested in ``outer``'s call ``c1`` (and in that one's call ``c7``)."""
+    scratch = MemoryRunStore()
+    _journal(scratch, "k", "check 522,000", [], [faux_response("Checked.")])
+    tools = [checker_agent().as_tool("checker", "Check a fact.")]
+    answers = [call("checker", "check 522,000", "c7"), faux_response("Lyon: 522,000.")]
+    _journal(scratch, "r", "How big is Lyon?", tools, answers)
+    researcher = {"run": outer, "call": "c1", "path": ["c1"], "agents": ["researcher"]}
+    copy_run(scratch, "r", store, f"{outer}/1.c1", researcher)
+    checker = {
+        "run": f"{outer}/1.c1",
+        "call": "c7",
+        "path": ["c1", "c7"],
+        "agents": ["researcher", "checker"],
+    }
+    copy_run(scratch, "k", store, f"{outer}/1.c1/1.c7", checker)
+
+
+def nested_store() -> MemoryRunStore:
+    """A store with ``run-1`` and its two nested runs (made by hand)."""
+    store = MemoryRunStore()
+    _journal(store, "run-1", "How big is Lyon?", boss_tools(), boss_answers())
+    add_children(store)
+    return store
+
+
+def write_recording(store: RunStore, path: Path) -> Path:
+    """The runs of ``store`` as a JSONL recording: the outer run recorded live, then each
+    nested run's ``header``/``input``/``end`` lines, as a recorder writes them."""
+    with RunRecorder(path) as recorder:
+        copy_run(store, "run-1", recorder.store, "run-1", None)
+    with path.open("a", encoding="utf-8") as out:
+        for run_id in (RESEARCHER, CHECKER):
+            stored = store.load(run_id)
+            out.write(json.dumps({"kind": "header", "run": run_id, "header": stored.header}))
+            out.write("\n")
+            for n, entry in enumerate(stored.entries):
+                out.write(json.dumps({"kind": "input", "run": run_id, "n": n, "entry": entry}))
+                out.write("\n")
+            out.write(json.dumps({"kind": "end", "run": run_id, "reason": stored.end_reason}))
+            out.write("\n")
+    return path
