@@ -372,7 +372,7 @@ def _close(
     )
 
 
-def _the_call(child: str, link: ParentLink, parent: Record, calls: list[_Call]) -> _Call:
+def _the_call(child: str, link: ParentLink, calls: list[_Call]) -> _Call:
     if not calls:
         raise NestedRecordError(
             f"run {child!r}: its parent run {link.run!r} has no tool call {link.call!r} "
@@ -380,10 +380,13 @@ def _the_call(child: str, link: ParentLink, parent: Record, calls: list[_Call]) 
         )
     if len(calls) == 1:
         return calls[0]
-    for fits in (lambda c: c.message == link.n, lambda c: c.new_message == link.n):
-        chosen = [c for c in calls if fits(c)]
-        if chosen:
-            return chosen[0]
+    # n counts the whole transcript (the context the run began with included); a count of
+    # the run's own messages is taken too
+    chosen = [c for c in calls if c.message == link.n] or [
+        c for c in calls if c.new_message == link.n
+    ]
+    if chosen:
+        return chosen[0]
     raise NestedRecordError(
         f"run {child!r}: its parent run {link.run!r} has no tool call {link.call!r} in its "
         f"message #{link.n}"
@@ -426,7 +429,7 @@ def _tree(
             continue
         if run_id not in calls_of:
             calls_of[run_id] = _calls(parent)
-        call = _the_call(child_id, link, parent, calls_of[run_id].get(link.call, []))
+        call = _the_call(child_id, link, calls_of[run_id].get(link.call, []))
         out.append(
             NestedRun(
                 run_id=child_id,
