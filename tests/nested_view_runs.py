@@ -36,10 +36,14 @@ def checker_agent() -> Agent:
     return Agent(system_prompt="You check.", stream_fn=FauxProvider([faux_response("Checked.")]))
 
 
-def researcher_agent() -> Agent:
-    answers = [call("checker", "check 522,000", "c7"), faux_response("Lyon: 522,000.")]
+def researcher_model() -> FauxProvider:
+    return FauxProvider([call("checker", "check 522,000", "c7"), faux_response("Lyon: 522,000.")])
+
+
+def researcher_agent(model: FauxProvider | None = None) -> Agent:
     tools = [checker_agent().as_tool("checker", "Check a fact.")]
-    return Agent(system_prompt="You research.", tools=tools, stream_fn=FauxProvider(answers))
+    stream = model if model is not None else researcher_model()
+    return Agent(system_prompt="You research.", tools=tools, stream_fn=stream)
 
 
 def boss_answers() -> list[Any]:
@@ -49,8 +53,9 @@ def boss_answers() -> list[Any]:
     ]
 
 
-def boss_tools() -> list[AgentTool]:
-    return [researcher_agent().as_tool("researcher", "Ask the researcher.")]
+def boss_tools(researcher: FauxProvider | None = None) -> list[AgentTool]:
+    """The boss's tools: the researcher (whose model is ``researcher`` when given)."""
+    return [researcher_agent(researcher).as_tool("researcher", "Ask the researcher.")]
 
 
 def _journal(

@@ -56,6 +56,14 @@ from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.messages import AgentMessage, AssistantMessage, Model, TextContent, now_ms
 from agentcore_fsm.core.protocol import Start, Step
 from agentcore_fsm.core.tools import AgentTool, AgentToolResult
+from agentcore_fsm.devtools.nested_records import (
+    NestedRecordError,
+    Record,
+    nested_runs,
+    read_records,
+    recording_records,
+    without_parent,
+)
 from agentcore_fsm.persist.codec import (
     RecordError,
     decode_message,
@@ -65,7 +73,7 @@ from agentcore_fsm.persist.codec import (
     poll_data,
 )
 from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot, pending_effects
-from agentcore_fsm.persist.recording import RecordedRun, load_run
+from agentcore_fsm.persist.recording import RecordedRun
 from agentcore_fsm.persist.run_journal import DEFAULT_LEASE_S, StoreJournal
 from agentcore_fsm.persist.store import MemoryRunStore, RunExistsError, RunStore, RunStoreError
 from agentcore_fsm.persist.store_rules import default_owner
@@ -325,17 +333,17 @@ def read_parent(source: ForkSource, run: str | None = None) -> ParentRun:
         path = os.fspath(source)
         named = f"{path}: "
         try:
-            source = load_run(path)
+            source = RecordedRun(machine="agent_loop", records=recording_records(path))
         except OSError as exc:
             raise ForkError(f"cannot read {path}: {exc.strerror or exc}") from None
-        except RecordError as exc:
+        except (RecordError, NestedRecordError) as exc:
             raise ForkError(str(exc).splitlines()[0]) from None
     if isinstance(source, RecordedRun):
         records = source.records
         if not records:
             raise ForkError(f"{named}the recording holds no run's record (header and inputs)")
-        if run is None:
-            chosen = records[-1]
+        if run is None:  # the last run that is not nested in another
+            chosen = ([r for r in records if "parent" not in r.header] or records)[-1]
         else:
             found = [r for r in records if r.run_id == run]
             if not found:
@@ -395,7 +403,8 @@ def plan_fork(parent: ParentRun, at: int, edit: Edit | None = None) -> ForkPlan:
             f"{where} is a {kind}; a {name} edit fits a {_kinds(fits)} step"
             + (hint if places else ": the run has none")
         )
-    header = dict(parent.header)
+    header = without_parent(parent.header)  # a fork of a nested run is a run of its own
+    header = dict(header)
     entries = [dict(e) for e in parent.entries[:at]]
     described: dict[str, Any] | None = None
     if edit is not None:
@@ -493,6 +502,48 @@ def _create(store: RunStore, plan: ForkPlan, run_id: str | None, owner: str, lea
     raise ForkError(f"no free run id like {base!r} in {store!r}")
 
 
+def _finished_nested(source: ForkSource, plan: ForkPlan) -> list[Record]:
+    """The records of the runs nested in the parent (at any depth) whose call finished before
+    the fork step: the fork replays their results, so it keeps their records too. A nested
+    record that does not fit its parent is a :class:`ForkError`."""
+    if isinstance(source, RunSnapshot):
+        return []
+    try:
+        records = read_records(source)
+        if plan.parent.run_id not in records:
+            return []
+        runs = nested_runs(records, plan.parent.run_id)
+    except OSError as exc:
+        raise ForkError(f"cannot read the nested runs: {exc.strerror or exc}") from None
+    except NestedRecordError as exc:
+        raise ForkError(str(exc)) from None
+    return [
+        records[inner.run_id]
+        for run in runs
+        if run.finished is not None and run.finished < plan.at
+        for inner in run.walk()
+    ]
+
+
+def _copy_nested(
+    records: Sequence[Record], parent: str, fork: str, store: RunStore, owner: str, lease_s: float
+) -> None:
+    """Copy nested runs' records into the fork's store, under the fork's run id."""
+    for record in records:
+        run_id = fork + record.run_id[len(parent) :]
+        header = dict(record.header)
+        link = dict(header["parent"])
+        link["run"] = fork + str(link["run"])[len(parent) :]
+        header["parent"] = link
+        store.create_run(run_id, header, session_id=None, owner=owner, lease_s=lease_s)
+        for seq, entry in enumerate(record.entries):
+            store.append(run_id, seq, entry, owner=owner, lease_s=lease_s)
+        if record.end_reason is not None:
+            store.finish(run_id, record.end_reason, owner=owner)
+        else:
+            store.release(run_id, owner)
+
+
 async def fork_run(
     source: ForkSource,
     at: int,
@@ -527,9 +578,11 @@ async def fork_run(
     plan = plan_fork(parent, at, edit)
     config = config if config is not None else AgentLoopConfig(model=Model(id="fork"))
     check_fork(plan, config, tools)  # before anything is written
+    kept = _finished_nested(source, plan)
     store = store if store is not None else MemoryRunStore()
     owner = default_owner()
     new_id = _create(store, plan, run_id, owner, lease_s)
+    _copy_nested(kept, plan.parent.run_id, new_id, store, owner, lease_s)
     journal = StoreJournal(store, new_id, owner=owner, lease_s=lease_s, existing=len(plan.entries))
     try:
         machine, steps = _restore(plan, config, tools, new_id, on_transition)
