@@ -401,9 +401,9 @@ def _links(records: Mapping[str, Record]) -> dict[str, ParentLink]:
             continue
         parent = records.get(link.run)
         if parent is None:
-            where = f" in {record.origin}" if record.origin else ""
+            where = f" of {record.origin}" if record.origin else ""
             raise NestedRecordError(
-                f"run {run_id!r}: its parent run {link.run!r} is not{where or ' there'}"
+                f"run {run_id!r}: its parent run {link.run!r} is not among the runs{where}"
             )
         above = parent_link(link.run, parent.header)
         expected = (*(above.path if above else ()), link.call)
