@@ -98,6 +98,7 @@ __all__ = [
     "check_fork",
     "fork_run",
     "fork_run_sync",
+    "nested_to_keep",
     "plan_fork",
     "polled_items",
     "read_parent",
@@ -502,7 +503,7 @@ def _create(store: RunStore, plan: ForkPlan, run_id: str | None, owner: str, lea
     raise ForkError(f"no free run id like {base!r} in {store!r}")
 
 
-def _finished_nested(source: ForkSource, plan: ForkPlan) -> list[Record]:
+def nested_to_keep(source: ForkSource, plan: ForkPlan) -> list[Record]:
     """The records of the runs nested in the parent (at any depth) whose call finished before
     the fork step: the fork replays their results, so it keeps their records too. A nested
     record that does not fit its parent is a :class:`ForkError`."""
@@ -540,8 +541,8 @@ def _copy_nested(
             store.append(run_id, seq, entry, owner=owner, lease_s=lease_s)
         if record.end_reason is not None:
             store.finish(run_id, record.end_reason, owner=owner)
-        else:
-            store.release(run_id, owner)
+        elif callable(release := getattr(store, "release", None)):
+            release(run_id, owner)
 
 
 async def fork_run(
@@ -578,7 +579,7 @@ async def fork_run(
     plan = plan_fork(parent, at, edit)
     config = config if config is not None else AgentLoopConfig(model=Model(id="fork"))
     check_fork(plan, config, tools)  # before anything is written
-    kept = _finished_nested(source, plan)
+    kept = nested_to_keep(source, plan)
     store = store if store is not None else MemoryRunStore()
     owner = default_owner()
     new_id = _create(store, plan, run_id, owner, lease_s)
