@@ -134,3 +134,21 @@ def write_recording(store: RunStore, path: Path) -> Path:
             out.write(json.dumps({"kind": "end", "run": run_id, "reason": stored.end_reason}))
             out.write("\n")
     return path
+
+
+TOOLS = boss_tools()
+"""The boss's tools, for ``agentcore-fsm fork --tools nested_view_runs:TOOLS``."""
+
+
+def sqlite_copy(store: RunStore, path: Path, runs: dict[str, dict[str, Any] | None]) -> Path:
+    """A SQLite run store at ``path`` holding ``runs`` of ``store`` (run id: the ``"parent"``
+    to give its header, None to copy the header as it is)."""
+    from agentcore_fsm.persist.sqlite_store import SqliteRunStore
+
+    with SqliteRunStore(path) as target:
+        for run_id, parent in runs.items():
+            header_parent = (
+                parent if parent is not None else store.load(run_id).header.get("parent")
+            )
+            copy_run(store, run_id, target, run_id, header_parent)
+    return path
