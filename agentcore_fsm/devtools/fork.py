@@ -516,8 +516,8 @@ def nested_to_keep(source: ForkSource, plan: ForkPlan) -> list[Record]:
         runs = nested_runs(records, plan.parent.run_id)
     except OSError as exc:
         raise ForkError(f"cannot read the nested runs: {exc.strerror or exc}") from None
-    except NestedRecordError as exc:
-        raise ForkError(str(exc)) from None
+    except (NestedRecordError, RecordError) as exc:
+        raise ForkError(str(exc).splitlines()[0]) from None
     return [
         records[inner.run_id]
         for run in runs

@@ -57,6 +57,7 @@ __all__ = [
     "parent_link",
     "read_records",
     "recording_records",
+    "top_level",
     "without_parent",
 ]
 
@@ -259,10 +260,7 @@ def _scan(path: str | os.PathLike[str]) -> dict[str, RunRecord]:
 
 
 def _of_recording(path: Path) -> list[Record]:
-    try:
-        records = recording_records(path)
-    except RecordError as exc:
-        raise NestedRecordError(_one_line(exc)) from None
+    records = recording_records(path)
     return [
         Record(r.run_id, r.header, r.entries, r.end_reason, f"{path}:{r.header_line}")
         for r in records
@@ -273,8 +271,9 @@ def read_records(source: Any) -> dict[str, Record]:
     """Every run's record in ``source`` by run id: a run store, a path to a SQLite run store or
     a JSONL recording (told apart by the first bytes), a
     :class:`~agentcore_fsm.persist.recording.RecordedRun`, a mapping of run ids to
-    :class:`Record`, or records. Raises :class:`NestedRecordError`, ``OSError`` for a file that
-    cannot be read."""
+    :class:`Record`, or records. Raises :class:`NestedRecordError`, the reader's
+    :class:`~agentcore_fsm.persist.codec.RecordError` for a damaged recording, ``OSError`` for
+    a file that cannot be read."""
     if isinstance(source, Mapping):
         return dict(source)
     if isinstance(source, str | os.PathLike):
@@ -477,13 +476,3 @@ def nesting(source: Any) -> dict[str, list[tuple[int, str]]]:
 def top_level(records: Mapping[str, Record]) -> list[str]:
     """The ids of the runs that are not nested in another, in the source's order."""
     return [run_id for run_id, record in records.items() if "parent" not in record.header]
-
-
-def describe(runs: Sequence[NestedRun]) -> list[str]:
-    """One line per nested run, indented by depth: ``step 1: researcher (c1) -> run-1/1.c1``."""
-    lines: list[str] = []
-    for top in runs:
-        for run in top.walk():
-            depth = len(run.path) - len(top.path)
-            lines.append(f"{'  ' * depth}step {run.step}: {run.label} -> {run.run_id}")
-    return lines
