@@ -38,12 +38,13 @@ import json
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from agentcore_fsm.agent.nested_record import child_record, run_recorded
 from agentcore_fsm.agent.run_config import loop_config
 from agentcore_fsm.core.abort import AbortController, AbortSignal
 from agentcore_fsm.core.approval import NO_APPROVER_TEXT, ApprovalDecision, ApprovalRequest
@@ -129,6 +130,9 @@ class NestedAgentTool(AgentTool):
     input_type: type[BaseModel] | None = None
     keep_history: bool = False
     max_depth: int = DEFAULT_MAX_DEPTH
+    resumes_nested: ClassVar[bool] = True
+    """A call that was running when its journaled run's process stopped runs again on resume:
+    it resumes its nested run from that run's own record (agent/nested_record.py)."""
     history: list[AgentMessage] = field(default_factory=list)
     """With ``keep_history``: the inner transcript so far (every call's messages)."""
     _lock: anyio.Lock | None = field(default=None, init=False, repr=False)
@@ -195,6 +199,18 @@ class NestedAgentTool(AgentTool):
         async with self._lock:  # the outer run's usage is read once the call may run
             return await self._run(position, args, signal, on_update)
 
+    def prompt_of(self, args: Any) -> str:
+        """The nested run's prompt for a call's (validated) arguments."""
+        return self._prompt(args)
+
+    def result_of(
+        self, messages: list[AgentMessage], reason: str | None, agents: tuple[str, ...]
+    ) -> AgentToolResult:
+        """The call's result from the nested run's messages and how it ended (a durable
+        engine's nested run, docs/durable.md); ``agents``: the path of agents down to it."""
+        end = None if reason is None else _Ended(reason)
+        return self._result(messages, end, Nesting(agents=agents))
+
     def _prompt(self, args: Any) -> str:
         if isinstance(args, BaseModel):
             return args.model_dump_json()
@@ -226,24 +242,44 @@ class NestedAgentTool(AgentTool):
             controller.abort(signal.reason)
         ended: list[Any] = []
         spent: list[RunUsage] = []
+        finals: list[RunUsage] = []  # a nested run read from its record: its counters
         deliver = _deliverer(call_id, name, on_update, ended, spent, limits)
         spec = self.output
+        record = child_record(scope, position) if scope is not None else None
+        prompt = [UserMessage(content=self._prompt(args))]
         try:
             with enter_nesting(position):
-                messages = await run_agent_loop(
-                    [UserMessage(content=self._prompt(args))],
-                    context,
-                    config,
-                    deliver,
-                    signal=controller.signal,
-                    stream_fn=stream_fn,
-                    deps=deps,
-                    output_type=spec,
-                )
+                if record is None:
+                    messages = await run_agent_loop(
+                        prompt,
+                        context,
+                        config,
+                        deliver,
+                        signal=controller.signal,
+                        stream_fn=stream_fn,
+                        deps=deps,
+                        output_type=spec,
+                    )
+                else:
+                    messages = await run_recorded(
+                        record,
+                        prompt,
+                        context,
+                        config,
+                        deliver,
+                        controller.signal,
+                        stream_fn,
+                        deps,
+                        spec,
+                        ended,
+                        finals,
+                    )
         finally:
             unlink()
         if self.keep_history:
             self.history.extend(messages)
+        if finals and limits is not None and not spent:
+            spent.append(_consumed(finals[0], limits.used_before))
         result = self._result(messages, ended[0] if ended else None, position)
         if spent:  # counted by the outer run when the result arrives (one budget)
             result.run_usage = spent[0]
@@ -277,6 +313,13 @@ class NestedAgentTool(AgentTool):
             usage=usage,
             is_error=True,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """How a nested run read back from a durable engine ended (what ``agent_end`` says)."""
+
+    reason: str
 
 
 def _error(text: str) -> AgentToolResult:

@@ -60,13 +60,20 @@ class RunScope:
     ``usage`` (the usage of the model responses the run has completed so far, or None when
     the run does not count it; see :meth:`watch`)."""
 
-    __slots__ = ("_run_usage", "_usages", "config", "deps")
+    __slots__ = ("_run_usage", "_usages", "config", "deps", "journal", "machine")
 
     def __init__(self, deps: Any = None) -> None:
         self.deps = deps
         self.config: Any = None
         """The run's ``AgentLoopConfig`` once the run has started (None before): what a nested
         run started by one of its tools inherits (its approver and limits; agent/nested.py)."""
+        self.machine: Any = None
+        """The run's machine once the run has started (None before): a nested run reads the
+        transcript that holds its call (agent/nested.py)."""
+        self.journal: Any = None
+        """The journal the run's record is written through (None for a run not journaled): a
+        nested run of a run journaled in a run store is journaled in the same store
+        (agent/nested.py)."""
         self._usages: list[Usage] | None = None
         self._run_usage: Callable[[], RunUsage | None] | None = None
 

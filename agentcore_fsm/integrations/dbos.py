@@ -49,10 +49,16 @@ from agentcore_fsm.core.config import AgentContext, AgentLoopConfig
 from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER, StreamDone, StreamError, StreamStart
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import AgentMessage, now_ms
+from agentcore_fsm.core.run_context import bind_run, current_scope
 from agentcore_fsm.core.tools import AgentTool
-from agentcore_fsm.integrations.durable_api import DurableAgent
+from agentcore_fsm.integrations.durable_api import (
+    DurableAgent,
+    maybe_await,
+    nested_agents,
+    nested_call,
+    raise_or,
+)
 from agentcore_fsm.persist.codec import (
-    JournaledError,
     decode_hook_value,
     decode_message,
     decode_poll,
@@ -150,8 +156,11 @@ _state = _State()
 
 
 def register(agent: DurableAgent) -> DurableAgent:
-    """Register ``agent`` (by its name) for the runs of this process; returns it."""
+    """Register ``agent`` (by its name) for the runs of this process, and the durable agents of
+    its agent tools' nested runs (docs/durable.md#nested-runs); returns it."""
     _agents[agent.name] = agent
+    for inner in nested_agents(agent):
+        _agents[inner.name] = inner
     return agent
 
 
@@ -308,18 +317,6 @@ def _take_permit() -> None:
 _END = object()
 
 
-def _raise_or(out: dict[str, Any]) -> dict[str, Any]:
-    if "raise" in out:
-        raise JournaledError(out["raise"])
-    return out
-
-
-async def _maybe(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        value = await value
-    return value
-
-
 class _DurableRun:
     """One execution (first or recovered) of a run's workflow."""
 
@@ -384,9 +381,10 @@ class _DurableRun:
         context = AgentContext(agent.system_prompt, [], self.tools)
         # the driver stamps the inputs with the recorded time; DBOS checkpoints each step
         machine = LoopMachine([decode_message(p) for p in prompts], context, config)
-        messages = await run_machine(
-            machine, stream_fn=self._stream_fn, emit=self.emit, observers=(), clock=self.clock
-        )
+        with bind_run():  # its transcript, for the ids of its nested runs
+            messages = await run_machine(
+                machine, stream_fn=self._stream_fn, emit=self.emit, observers=(), clock=self.clock
+            )
         await self.flush()
         await DBOS.close_stream_async(EVENTS_STREAM)
         return {"messages": [encode_message(m) for m in messages], "reason": machine.end_reason}
@@ -428,7 +426,7 @@ class _DurableRun:
             stream: Any = None
             out: dict[str, Any]
             try:
-                stream = await _maybe(real(model, context, options))
+                stream = await maybe_await(real(model, context, options))
                 async for event in stream:
                     partial = getattr(event, "partial", partial)
                     queue.put_nowait(event)
@@ -476,12 +474,12 @@ class _DurableRun:
                     task.cancel()
         out = task.result()
         if live:  # the first execution: the events went by live
-            _raise_or(out)
+            raise_or(out)
             return
         if "partial" in out:  # as the journal restores it: the message begun, then the end
             yield StreamStart(partial=decode_message(out["partial"]))
         if "message" not in out:
-            _raise_or(out)
+            raise_or(out)
             return  # exhausted
         message = decode_message(out["message"])
         if out["type"] == "done":
@@ -492,6 +490,8 @@ class _DurableRun:
     # --- tools ---
 
     def _wrap_tool(self, tool: AgentTool) -> AgentTool:
+        if getattr(tool, "resumes_nested", False):
+            return self._nested_tool(tool)
         run = self
         name = tool.name
         execute: Any = tool.execute
@@ -514,14 +514,14 @@ class _DurableRun:
                     if inspect.iscoroutinefunction(execute):
                         value = await execute(call_id, args, signal, on_update)
                     else:
-                        value = await _maybe(
+                        value = await maybe_await(
                             await asyncio.to_thread(execute, call_id, args, signal, on_update)
                         )
                 except Exception as exc:
                     return encode_tool_outcome(name, error=exc)
                 return encode_tool_outcome(name, value)
 
-            out = _raise_or(await run.step(f"tool:{name}", body))
+            out = raise_or(await run.step(f"tool:{name}", body))
             if "other" in out:  # recorded by an earlier release: the value as it was
                 out = encode_tool_outcome(name, out["other"])
             return decode_tool_outcome(out)
@@ -535,13 +535,35 @@ class _DurableRun:
             async def requires_approval(args: Any) -> Any:
                 async def body() -> dict[str, Any]:
                     try:
-                        return {"value": json_data(await _maybe(check(args)))}
+                        return {"value": json_data(await maybe_await(check(args)))}
                     except Exception as exc:
                         return {"raise": exc_text(exc)}
 
-                return _raise_or(await run.step(f"requires_approval:{name}", body))["value"]
+                return raise_or(await run.step(f"requires_approval:{name}", body))["value"]
 
             wrapped.requires_approval = requires_approval
+        return wrapped
+
+    def _nested_tool(self, tool: AgentTool) -> AgentTool:
+        """An agent tool: each call is a child workflow, the nested run as a durable run of its
+        own (docs/durable.md#nested-runs), whose steps DBOS checkpoints as the outer run's."""
+        run = self
+
+        async def nested_execute(call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
+            scope = current_scope()
+            messages = scope.machine.context.messages if scope and scope.machine else []
+            call = nested_call(tool, run.agent.name, run.workflow_id, messages, call_id, args)
+            if call.refused is not None:
+                return call.refused
+            with SetWorkflowID(call.run_id):
+                handle = await DBOS.start_workflow_async(_run_workflow, call.agent, call.prompts)
+            out = await handle.get_result()
+            inner = [decode_message(m) for m in out["messages"]]
+            return tool.result_of(inner, out["reason"], call.agents)  # type: ignore[attr-defined]
+
+        wrapped = copy.copy(tool)
+        wrapped.execute = nested_execute
+        wrapped.execution_mode = None
         return wrapped
 
     # --- polls, hooks, approvals ---
@@ -550,11 +572,11 @@ class _DurableRun:
         async def durable_poll() -> Any:
             async def body() -> dict[str, Any]:
                 try:
-                    return encode_poll(name, await _maybe(poll()))
+                    return encode_poll(name, await maybe_await(poll()))
                 except Exception as exc:
                     return {"raise": exc_text(exc)}
 
-            return decode_poll(_raise_or(await self.step(name, body)))
+            return decode_poll(raise_or(await self.step(name, body)))
 
         return durable_poll
 
@@ -564,14 +586,14 @@ class _DurableRun:
         async def durable_hook(ctx: Any, signal: Any) -> Any:
             async def body() -> dict[str, Any]:
                 try:
-                    out = encode_hook_value(name, await _maybe(hook(ctx, signal)))
+                    out = encode_hook_value(name, await maybe_await(hook(ctx, signal)))
                 except Exception as exc:
                     return {"raise": exc_text(exc)}
                 if name == "before_tool_call":
                     out["args"] = json_data(ctx.args)  # it may edit them in place
                 return out
 
-            out = _raise_or(await self.step(name, body))
+            out = raise_or(await self.step(name, body))
             if "args" in out and isinstance(ctx.args, dict) and isinstance(out["args"], dict):
                 if ctx.args != out["args"]:
                     ctx.args.clear()

@@ -15,6 +15,7 @@ This module imports no engine SDK.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -23,11 +24,22 @@ from typing import Any, Protocol
 from agentcore_fsm.core.approval import ApprovalDecision
 from agentcore_fsm.core.config import AgentLoopConfig, StreamFn
 from agentcore_fsm.core.messages import AgentMessage
-from agentcore_fsm.core.tools import AgentTool
+from agentcore_fsm.core.tools import AgentTool, AgentToolResult
+from agentcore_fsm.persist.codec import JournaledError
 from agentcore_fsm.persist.journal import RunSnapshot, derive_run
 from agentcore_fsm.persist.recorder import RunRecorder
 
-__all__ = ["DurableAgent", "DurableEngine", "write_recording"]
+__all__ = [
+    "NESTED_MARK",
+    "DurableAgent",
+    "DurableEngine",
+    "NestedCall",
+    "maybe_await",
+    "nested_agents",
+    "nested_call",
+    "raise_or",
+    "write_recording",
+]
 
 
 @dataclass
@@ -82,6 +94,21 @@ class DurableEngine(Protocol):
         ...
 
 
+async def maybe_await(value: Any) -> Any:
+    """``value``, awaited when it is awaitable (what a user's callable returned)."""
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+def raise_or(out: dict[str, Any]) -> dict[str, Any]:
+    """A step's or activity's recorded outcome ``out``, unless it recorded a raise
+    (``{"raise": text}``): then :class:`~agentcore_fsm.persist.codec.JournaledError`."""
+    if "raise" in out:
+        raise JournaledError(out["raise"])
+    return out
+
+
 def write_recording(
     record: RunSnapshot | dict[str, Any], path: str | os.PathLike[str], *, run_id: str
 ) -> None:
@@ -101,3 +128,71 @@ def write_recording(
             store.append(run_id, seq, entry, owner=owner, lease_s=lease)
         if end is not None:
             store.finish(run_id, end, owner=owner)
+
+
+# --- nested runs (docs/durable.md#nested-runs) -------------------------------------------------
+
+NESTED_MARK = ">"
+"""What joins an agent's name and its agent tool's name into the name of the durable agent of
+that tool's nested runs: ``"desk>clerk"``."""
+
+
+def nested_agents(agent: DurableAgent) -> list[DurableAgent]:
+    """The durable agents of the nested runs that ``agent``'s agent tools start (and theirs, as
+    deep as each tool's ``max_depth`` lets them nest): each named ``<agent>>``\\ ``<tool>``,
+    with the inner agent's stream function, config, tools and system prompt as they are now.
+    An engine's ``register`` registers them with ``agent``."""
+    from agentcore_fsm.agent.nested import NestedAgentTool
+    from agentcore_fsm.runtime.driver import resolve_stream_fn
+
+    found: list[DurableAgent] = []
+
+    def walk(name: str, tools: Sequence[AgentTool], depth: int) -> None:
+        for tool in tools:
+            if not isinstance(tool, NestedAgentTool) or tool.sub is None:
+                continue
+            if depth > tool.max_depth:
+                continue  # a call this deep is refused (nested_call)
+            config, system_prompt, inner_tools, stream_fn, _ = tool.sub.parts()
+            inner = f"{name}{NESTED_MARK}{tool.name}"
+            fn = resolve_stream_fn(stream_fn, config.model)
+            found.append(DurableAgent(inner, fn, config, inner_tools, system_prompt))
+            walk(inner, inner_tools, depth + 1)
+
+    walk(agent.name, agent.tools, 1)
+    return found
+
+
+@dataclass(frozen=True)
+class NestedCall:
+    """A call of an agent tool in a durable run: the nested run's id, its durable agent, its
+    prompts (encoded) and the path of agents down to it; or ``refused``, the call's error
+    result (beyond the tool's ``max_depth``)."""
+
+    run_id: str
+    agent: str
+    prompts: list[dict[str, Any]]
+    agents: tuple[str, ...]
+    refused: AgentToolResult | None = None
+
+
+def nested_call(
+    tool: Any, agent: str, run_id: str, messages: list[AgentMessage], call_id: str, args: Any
+) -> NestedCall:
+    """The nested run the call ``call_id`` of the agent tool ``tool`` starts in the durable run
+    ``run_id`` of the durable agent ``agent`` (whose transcript is ``messages``): its id, as a
+    run journaled in a store names it (``<run id>/<n>.<call id>``), and the rest of
+    :class:`NestedCall`."""
+    from agentcore_fsm.agent.nested_record import child_id
+    from agentcore_fsm.core.messages import TextContent, UserMessage
+    from agentcore_fsm.core.nesting import depth_error_text
+    from agentcore_fsm.persist.codec import encode_message
+
+    inner = f"{agent}{NESTED_MARK}{tool.name}"
+    agents = tuple(inner.split(NESTED_MARK)[1:])
+    refused = None
+    if len(agents) > tool.max_depth:
+        text = depth_error_text(agents, tool.max_depth)
+        refused = AgentToolResult(content=[TextContent(text=text)], is_error=True)
+    prompts = [encode_message(UserMessage(content=tool.prompt_of(args)))]
+    return NestedCall(child_id(run_id, messages, call_id), inner, prompts, agents, refused)

@@ -69,11 +69,17 @@ from agentcore_fsm.core.boundary import exc_text, json_data
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
 from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER, StreamDone, StreamError, StreamStart
 from agentcore_fsm.core.messages import AgentMessage
+from agentcore_fsm.core.run_context import bind_run, current_scope
 from agentcore_fsm.core.tools import AgentTool
-from agentcore_fsm.integrations.durable_api import DurableAgent
+from agentcore_fsm.integrations.durable_api import (
+    DurableAgent,
+    maybe_await,
+    nested_agents,
+    nested_call,
+    raise_or,
+)
 from agentcore_fsm.integrations.temporal_hooks import HOOK_NAMES, call_hook, encode_hook_context
 from agentcore_fsm.persist.codec import (
-    JournaledError,
     decode_hook_value,
     decode_message,
     decode_model,
@@ -185,8 +191,11 @@ _state = _State()
 
 
 def register(agent: DurableAgent) -> DurableAgent:
-    """Register ``agent`` (by its name) for the runs of this process; returns it."""
+    """Register ``agent`` (by its name) for the runs of this process, and the durable agents of
+    its agent tools' nested runs (docs/durable.md#nested-runs); returns it."""
     _state.agents[agent.name] = agent
+    for inner in nested_agents(agent):
+        _state.agents[inner.name] = inner
     return agent
 
 
@@ -221,18 +230,6 @@ def _tell(run_id: str, event: Any) -> None:
             logger.exception("a listener of run %s raised; ignored", run_id)
 
 
-async def _maybe(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        value = await value
-    return value
-
-
-def _raise_or(out: dict[str, Any]) -> dict[str, Any]:
-    if "raise" in out:
-        raise JournaledError(out["raise"])
-    return out
-
-
 # --- activities (they run in a worker, outside the workflow) ----------------------------------
 
 
@@ -256,7 +253,7 @@ async def model_call(
     )
     api_key = config.api_key
     if config.get_api_key is not None:  # never recorded: asked for in the activity
-        api_key = await _maybe(config.get_api_key(decode_model(model).provider)) or api_key
+        api_key = await maybe_await(config.get_api_key(decode_model(model).provider)) or api_key
     options = StreamOptions(
         api_key=api_key,
         reasoning=call.get("reasoning"),
@@ -274,7 +271,7 @@ async def model_call(
     stream: Any = None
     out: dict[str, Any]
     try:
-        stream = await _maybe(agent.stream_fn(decode_model(model), context, options))
+        stream = await maybe_await(agent.stream_fn(decode_model(model), context, options))
         async for event in stream:
             partial = getattr(event, "partial", partial)
             if getattr(event, "type", None) in ("done", "error"):
@@ -313,7 +310,9 @@ async def tool_call(agent_name: str, name: str, call_id: str, args: Any) -> dict
         if inspect.iscoroutinefunction(execute):
             value = await execute(call_id, args, signal, on_update)
         else:
-            value = await _maybe(await asyncio.to_thread(execute, call_id, args, signal, on_update))
+            value = await maybe_await(
+                await asyncio.to_thread(execute, call_id, args, signal, on_update)
+            )
     except Exception as exc:
         return encode_tool_outcome(name, error=exc)
     return encode_tool_outcome(name, value)
@@ -324,7 +323,7 @@ async def approval_check(agent_name: str, name: str, args: Any) -> dict[str, Any
     """A tool's callable ``requires_approval``."""
     check: Any = {t.name: t for t in _agent(agent_name).tools}[name].requires_approval
     try:
-        return {"value": json_data(await _maybe(check(args)))}
+        return {"value": json_data(await maybe_await(check(args)))}
     except Exception as exc:
         return {"raise": exc_text(exc)}
 
@@ -334,7 +333,7 @@ async def poll_call(agent_name: str, name: str) -> dict[str, Any]:
     """A steering or follow-up poll of the agent's config."""
     poll = getattr(_agent(agent_name).config, name)
     try:
-        return encode_poll(name, await _maybe(poll()))
+        return encode_poll(name, await maybe_await(poll()))
     except Exception as exc:
         return {"raise": exc_text(exc)}
 
@@ -417,17 +416,18 @@ class _WorkflowRun:
         context = AgentContext(agent.system_prompt, [], self.tools)
         machine = JournaledLoopMachine([decode_message(p) for p in prompts], context, config)
         self.flow.machine = machine
-        driving = asyncio.ensure_future(
-            run_machine(
-                machine,
-                stream_fn=self._stream_fn,
-                emit=self.emit,
-                signal=self.controller.signal,
-                observers=(),
-                run_id=self.run_id,
-                clock=_ms,
+        with bind_run():  # its transcript, for the ids of its nested runs
+            driving = asyncio.ensure_future(
+                run_machine(
+                    machine,
+                    stream_fn=self._stream_fn,
+                    emit=self.emit,
+                    signal=self.controller.signal,
+                    observers=(),
+                    run_id=self.run_id,
+                    clock=_ms,
+                )
             )
-        )
         try:
             messages = await asyncio.shield(driving)
         except asyncio.CancelledError:  # Temporal's cancellation: the run is aborted
@@ -475,7 +475,7 @@ class _WorkflowRun:
         if "partial" in out:  # as the journal restores it: the message begun, then the end
             yield StreamStart(partial=decode_message(out["partial"]))
         if "message" not in out:
-            _raise_or(out)
+            raise_or(out)
             return  # exhausted
         message = decode_message(out["message"])
         if out["type"] == "done":
@@ -486,6 +486,8 @@ class _WorkflowRun:
     # --- tools ---
 
     def _wrap_tool(self, tool: AgentTool) -> AgentTool:
+        if getattr(tool, "resumes_nested", False):
+            return self._nested_tool(tool)
         run = self
         name = tool.name
         attempts = run.options.tool_attempts if tool.idempotent else 1
@@ -512,9 +514,38 @@ class _WorkflowRun:
                     args=[run.agent.name, name, json_data(args)],
                     **run._activity_options(run.options.tool_attempts, run.options.tool_timeout_s),
                 )
-                return _raise_or(out)["value"]
+                return raise_or(out)["value"]
 
             wrapped.requires_approval = requires_approval
+        return wrapped
+
+    def _nested_tool(self, tool: AgentTool) -> AgentTool:
+        """An agent tool: each call a child workflow (docs/durable.md#nested-runs)."""
+        run = self
+
+        async def nested_execute(call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
+            scope = current_scope()
+            messages = scope.machine.context.messages if scope and scope.machine else []
+            call = nested_call(tool, run.agent.name, run.run_id, messages, call_id, args)
+            if call.refused is not None:
+                return call.refused
+            handle = await workflow.start_child_workflow(
+                RunWorkflow.run,
+                args=[call.agent, call.prompts, run.options.data()],
+                id=call.run_id,
+                task_queue=workflow.info().task_queue,
+            )
+            unlink = signal.add_callback(handle.cancel)  # an abort cancels the nested run
+            try:
+                out = await handle
+            finally:
+                unlink()
+            inner = [decode_message(m) for m in out["messages"]]
+            return tool.result_of(inner, out["reason"], call.agents)  # type: ignore[attr-defined]
+
+        wrapped = copy.copy(tool)
+        wrapped.execute = nested_execute
+        wrapped.execution_mode = None
         return wrapped
 
     # --- polls, hooks, approvals ---
@@ -526,7 +557,7 @@ class _WorkflowRun:
                 args=[self.agent.name, name],
                 **self._activity_options(self.options.tool_attempts, self.options.tool_timeout_s),
             )
-            return decode_poll(_raise_or(out))
+            return decode_poll(raise_or(out))
 
         return durable_poll
 
@@ -539,7 +570,7 @@ class _WorkflowRun:
                 args=[self.agent.name, name, encode_hook_context(name, ctx)],
                 **self._activity_options(self.options.tool_attempts, self.options.tool_timeout_s),
             )
-            out = _raise_or(out)
+            out = raise_or(out)
             if "args" in out and isinstance(ctx.args, dict) and isinstance(out["args"], dict):
                 if ctx.args != out["args"]:  # before_tool_call edited them in place
                     ctx.args.clear()

@@ -32,7 +32,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from agentcore_fsm.core.boundary import exc_text, pydantic_problems
+from agentcore_fsm.core.boundary import exc_text, json_data, pydantic_problems
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig
 from agentcore_fsm.core.declaration import Declaration, load_declaration
 from agentcore_fsm.core.declared import MachineError
@@ -123,6 +123,7 @@ _HEADER_FIELDS = frozenset(
         "output",  # a run with an output type only (persist/output_record.py)
         "policies",  # a run with a fallback or a compaction only (persist/policy_record.py)
         "fork",  # a forked run only: its parent, step and edit (devtools/fork.py)
+        "parent",  # a nested run only: the run and call that started it (agent/nested.py)
     }
 )
 _LEVELS = frozenset(get_args(ThinkingLevel))
@@ -321,6 +322,7 @@ class JournaledLoopMachine(LoopMachine):
         config: AgentLoopConfig,
         *,
         continuing: bool = False,
+        parent: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         prompts = list(prompts)
@@ -350,6 +352,8 @@ class JournaledLoopMachine(LoopMachine):
             policies = encode_policies(config)  # fallback, compaction (persist/policy_record.py)
             if policies is not None:
                 self.header["policies"] = policies
+            if parent is not None:  # a nested run: the run and the call that started it
+                self.header["parent"] = json_data(parent)
         except RecordError as exc:
             raise JournalError(f"the run cannot be recorded: {exc}") from None
 

@@ -186,7 +186,7 @@ async def _drive(
     limited: bool = False,
 ) -> list[AgentMessage]:
     if not limited:
-        enter_run(machine)  # nested runs: runtime/nested.py
+        enter_run(machine, journal)  # nested runs: runtime/nested.py
     if machine.config.limits is not None and not limited:  # usage limits: runtime/limits.py
         return await run_limited(
             machine,
@@ -319,6 +319,7 @@ async def run_agent_loop(
     output_mode: OutputMode | None = None,
     output_retries: int | None = None,
     output_validators: Sequence[OutputValidator] = (),
+    parent: dict[str, Any] | None = None,
 ) -> list[AgentMessage]:
     """Run the loop with ``prompts`` appended to (a copy of) ``context``; return the messages
     the run created. ``emit(event)`` (sync or async) is awaited for every event, in order.
@@ -344,6 +345,10 @@ async def run_agent_loop(
     ``output_validators`` too; the run then returns a
     :class:`~agentcore_fsm.runtime.output_run.RunOutput` (the messages, and ``.output``). See
     docs/output.md.
+
+    ``parent`` (a journaled run only): the run and tool call that started this run, kept in its
+    record's header (an agent used as a tool journals its nested runs so;
+    docs/multi-agent.md#runs-that-survive).
     """
     check_run_arguments(
         "run_agent_loop",
@@ -373,6 +378,7 @@ async def run_agent_loop(
             store,
             run_id,
             session_id,
+            parent,
         )
     return messages if out is None else out.result(messages)
 
@@ -442,6 +448,7 @@ def _start(
     store: RunStore | None,
     run_id: str | None,
     session_id: str | None,
+    parent: dict[str, Any] | None = None,
 ) -> Coroutine[Any, Any, list[AgentMessage]]:
     """The run's machine and journal, made now; the run itself, to await (a plain function:
     the run's chain of coroutines is one frame shorter, which a thousand runs in flight feel)."""
@@ -451,6 +458,8 @@ def _start(
     if store is None:
         if run_id is not None or session_id is not None:
             raise ValueError("run_id and session_id need a store (store=...)")
+        if parent is not None:
+            raise ValueError("parent needs a store (store=...): it is kept in the run's record")
         machine = LoopMachine(prompts, context, config)
         return _drive(
             machine,
@@ -471,7 +480,7 @@ def _start(
     from agentcore_fsm.persist.journal import JournaledLoopMachine
     from agentcore_fsm.persist.run_journal import StoreJournal
 
-    journaled = JournaledLoopMachine(prompts, context, config, continuing=continuing)
+    journaled = JournaledLoopMachine(prompts, context, config, continuing=continuing, parent=parent)
     journal = StoreJournal(store, run_id, session_id)
     return _drive(
         journaled,

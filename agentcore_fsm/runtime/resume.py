@@ -16,7 +16,9 @@ is not idempotent starts (every entry that led to it), before a model call or a 
    lost); a tool whose result was journaled is never run again; a tool that had started but
    whose result was not journaled runs again only if it says it is safe to
    (``AgentTool(idempotent=True)``), otherwise it gets an error result saying it was
-   interrupted; polls and hooks in flight are called again;
+   interrupted; an agent used as a tool runs again and resumes its nested run from that run's
+   own record (docs/multi-agent.md#runs-that-survive); polls and hooks in flight are called
+   again;
 4. it continues live, journaling, and returns the run's new messages (all of them, from before
    the crash too), like ``run_agent_loop``: through the same entry
    (:func:`~agentcore_fsm.runtime.driver.run_machine`), so a resumed run has its observers and
@@ -45,6 +47,7 @@ resumed run's is None.)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import anyio
@@ -54,6 +57,7 @@ from agentcore_fsm.core.config import AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.protocol import ExecuteTool, Start, Step, ToolFinished
+from agentcore_fsm.core.run_context import bind_run, current_scope
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot, pending_effects
 from agentcore_fsm.persist.run_journal import DEFAULT_LEASE_S, StoreJournal
@@ -157,9 +161,10 @@ async def resume_run(
             effects = list(step.effects)
         else:
             effects = pending_effects(machine)
-        # a tool that was running and cannot safely run twice is answered as interrupted
+        # a tool that was running and cannot safely run twice is answered as interrupted (an
+        # agent as a tool runs again: it resumes its nested run from that run's own record)
         for effect in list(effects):
-            if isinstance(effect, ExecuteTool) and not getattr(effect.tool, "idempotent", False):
+            if isinstance(effect, ExecuteTool) and not _runs_again(effect.tool):
                 effects.remove(effect)
                 error = ToolInterrupted(INTERRUPTED_TEXT.format(name=effect.tool.name))
                 step = machine.feed(ToolFinished(effect.index, error=error, timestamp=now_ms()))
@@ -176,17 +181,35 @@ async def resume_run(
     if abort_journaled(stored.entries):  # aborted before the crash: still aborted
         signal, unlink = _fired_signal(signal)
     try:
-        return await run_machine(
-            machine,
-            first=first,
-            journal=journal,
-            stream_fn=fn,
-            emit=emit,
-            signal=signal,
-            observers=chosen,
-            run_id=run_id,
-            resumed=True,
-            on_transition=on_transition,
-        )
+        with _own_scope():
+            return await run_machine(
+                machine,
+                first=first,
+                journal=journal,
+                stream_fn=fn,
+                emit=emit,
+                signal=signal,
+                observers=chosen,
+                run_id=run_id,
+                resumed=True,
+                on_transition=on_transition,
+            )
     finally:
         unlink()
+
+
+def _own_scope() -> AbstractContextManager[Any]:
+    """The scope the resumed run runs in: the caller's when it has bound one for it (an Agent
+    binds its deps and watch before resuming); else a new one (none is bound, or the one bound
+    is the scope of a run under way: a nested run resumed inside the tool of another run)."""
+    scope = current_scope()
+    if scope is None or scope.machine is not None:
+        return bind_run()
+    return nullcontext()
+
+
+def _runs_again(tool: Any) -> bool:
+    """Whether a tool that was running when the process stopped is run again on resume: an
+    idempotent one, or one that resumes what it started (``resumes_nested``: an agent as a
+    tool, whose nested run has its own record)."""
+    return bool(getattr(tool, "idempotent", False) or getattr(tool, "resumes_nested", False))

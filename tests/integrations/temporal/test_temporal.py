@@ -204,7 +204,8 @@ def crashes(
     that kills itself (SIGKILL) there, then a second worker that continues the run: the run's
     messages and the effects, in order. The crashes run at once (each mostly waits for
     Temporal's timeouts)."""
-    points = ("charge", "stream", "lookup")
+    points = ("charge", "stream", "lookup", "nested")
+    agent_of = {"nested": "desk"}  # inside the nested run of desk's agent tool
     queues = {p: f"q-{uuid.uuid4()}" for p in points}
     run_ids = {p: f"killed-{p}-{uuid.uuid4()}" for p in points}
     effects = {p: tmp_path_factory.mktemp(p) / "effects" for p in points}
@@ -221,7 +222,7 @@ def crashes(
             async with _launched(temporal_server, queue=None):
                 for p in points:
                     await durable.start_run(
-                        "shop",
+                        agent_of.get(p, "shop"),
                         ["charge order 7"],
                         run_id=run_ids[p],
                         queue=queues[p],
@@ -274,6 +275,19 @@ def test_an_idempotent_tool_killed_mid_call_runs_again_on_another_worker(
     looked = [m for m in messages if m.role == "toolResult" and m.tool_call_id == "a"]
     assert not looked[0].is_error and looked[0].content[0].text == "order 7: 2 books, 30 EUR"
     assert messages[-1].content[0].text == "Done: order 7 is paid."
+
+
+def test_a_worker_killed_inside_a_nested_run_is_continued_inside_it(
+    crashes: dict[str, tuple[list[Any], list[str]]],
+) -> None:
+    """The nested run is a child workflow (docs/durable.md#nested-runs): the other worker goes
+    on inside it, and what it had done (two model calls, the non-idempotent step) is not done
+    again; the killed activity (die, idempotent) is retried."""
+    messages, effects = crashes["nested"]
+    assert effects == ["desk 0", "inner 0", "step s1", "inner 1", "inner 2", "desk 1"]
+    worked = [m for m in messages if m.role == "toolResult" and m.tool_call_id == "w1"]
+    assert not worked[0].is_error and worked[0].content[0].text == "inner done"
+    assert messages[-1].content[0].text == "all done"
 
 
 def test_a_worker_killed_mid_stream_is_continued_by_another(
