@@ -1,12 +1,11 @@
 """Runs with nested runs for the tests of the nested views (tests/devtools/test_nested_*.py,
-tests/cli/test_nested_cli.py).
+tests/cli/test_nested_cli.py, the viewer's and Mermaid's browser tests).
 
-Until nested runs journal themselves, their records are made by hand: each agent of the tree
-is run on its own, journaled into a scratch store, and its record is copied into the outer
-run's store under the nested id (``"<outer>/<n>.<call>"``) with the ``"parent"`` header key,
-as docs/debugging.md describes the format. The tree: ``boss`` (run ``run-1``) calls the
-``researcher`` (call ``c1``) in its message #1, which calls the ``checker`` (call ``c7``) in its
-message #1.
+``boss`` (run ``run-1``) calls the ``researcher`` (call ``c1``) in its message #1, which calls
+the ``checker`` (call ``c7``) in its message #1; journaled into a store, each nested run gets
+its own record there (``run-1/1.c1``, ``run-1/1.c1/1.c7``, with the ``"parent"`` header key).
+Records that do not fit (for the bad-input tests) are made by copying runs by hand
+(:func:`copy_run`).
 """
 
 from __future__ import annotations
@@ -91,30 +90,10 @@ def copy_run(
         target.finish(new_id, stored.end_reason, owner=owner)
 
 
-def add_children(store: RunStore, outer: str = "run-1") -> None:
-    """Journal the researcher's and the checker's runs apart, and copy them into ``store`` as
-    the runs nested in ``outer``'s call ``c1`` (and in that one's call ``c7``)."""
-    scratch = MemoryRunStore()
-    _journal(scratch, "k", "check 522,000", [], [faux_response("Checked.")])
-    tools = [checker_agent().as_tool("checker", "Check a fact.")]
-    answers = [call("checker", "check 522,000", "c7"), faux_response("Lyon: 522,000.")]
-    _journal(scratch, "r", "How big is Lyon?", tools, answers)
-    researcher = {"run": outer, "call": "c1", "path": ["c1"], "agents": ["researcher"]}
-    copy_run(scratch, "r", store, f"{outer}/1.c1", researcher)
-    checker = {
-        "run": f"{outer}/1.c1",
-        "call": "c7",
-        "path": ["c1", "c7"],
-        "agents": ["researcher", "checker"],
-    }
-    copy_run(scratch, "k", store, f"{outer}/1.c1/1.c7", checker)
-
-
 def nested_store() -> MemoryRunStore:
-    """A store with ``run-1`` and its two nested runs (made by hand)."""
+    """A store with ``run-1`` and its two nested runs, journaled as they ran."""
     store = MemoryRunStore()
     _journal(store, "run-1", "How big is Lyon?", boss_tools(), boss_answers())
-    add_children(store)
     return store
 
 

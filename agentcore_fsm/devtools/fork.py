@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,6 +56,7 @@ from agentcore_fsm.core.config import AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.messages import AgentMessage, AssistantMessage, Model, TextContent, now_ms
 from agentcore_fsm.core.protocol import Start, Step
+from agentcore_fsm.core.run_context import bind_run, current_scope
 from agentcore_fsm.core.tools import AgentTool, AgentToolResult
 from agentcore_fsm.devtools.nested_records import (
     NestedRecordError,
@@ -611,18 +613,23 @@ async def fork_run(
         controller.abort()
         signal = controller.signal
     try:
-        messages = await run_machine(
-            machine,
-            first=first,
-            journal=journal,
-            stream_fn=fn,
-            emit=emit,
-            signal=signal,
-            observers=select_observers(instrument, observers),
-            run_id=new_id,
-            resumed=True,
-            on_transition=on_transition,
-        )
+        # a scope of its own (an Agent's bound one aside), so that a nested call the fork
+        # makes live is journaled under the fork's run id (docs/multi-agent.md)
+        scope = current_scope()
+        own = bind_run() if scope is None or scope.machine is not None else nullcontext()
+        with own:
+            messages = await run_machine(
+                machine,
+                first=first,
+                journal=journal,
+                stream_fn=fn,
+                emit=emit,
+                signal=signal,
+                observers=select_observers(instrument, observers),
+                run_id=new_id,
+                resumed=True,
+                on_transition=on_transition,
+            )
     finally:
         remove()
     return ForkResult(new_id, parent.run_id, at, messages, store)

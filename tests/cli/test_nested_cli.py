@@ -88,7 +88,7 @@ def test_fork_keeps_the_nested_runs_it_replays_and_view_shows_them(
     assert "into run 'run-1@4'" in capsys.readouterr().out
     assert nesting(out) == {
         "run-1@4": [(1, "run-1@4/1.c1")],
-        "run-1@4/1.c1": [(1, "run-1@4/1.c1/1.c7")],
+        "run-1@4/1.c1": [(2, "run-1@4/1.c1/1.c7")],
     }
     page = tmp_path / "fork.html"
     assert main(["view", str(out), "-o", str(page)]) == 0

@@ -70,8 +70,9 @@ def test_the_nested_runs_of_a_run_in_a_store_and_in_a_recording(
         assert (checker.run_id, checker.parent, checker.call) == (CHECKER, RESEARCHER, "c7")
         assert checker.path == ("c1", "c7") and checker.agents == ("researcher", "checker")
         assert checker.label == "researcher (c1) > checker (c7)"
-        assert (checker.step, checker.finished) == (1, 2) and checker.children == ()
-        assert nesting(source) == {"run-1": [(1, RESEARCHER)], RESEARCHER: [(1, CHECKER)]}
+        # the researcher's entries: start, steering_polled, stream_done (asks for c7), ...
+        assert (checker.step, checker.finished) == (2, 3) and checker.children == ()
+        assert nesting(source) == {"run-1": [(1, RESEARCHER)], RESEARCHER: [(2, CHECKER)]}
         assert nested_runs(source, CHECKER) == []
 
 
@@ -99,14 +100,7 @@ def _sequential_store() -> MemoryRunStore:
             run_id="seq",
         )
 
-    trio.run(main)
-    copy_run(
-        nested_store(),
-        RESEARCHER,
-        store,
-        "seq/1.c1",
-        {"run": "seq", "call": "c1", "path": ["c1"], "agents": ["researcher"]},
-    )
+    trio.run(main)  # the researcher's run journaled as "seq/1.c1"
     return store
 
 
@@ -248,7 +242,7 @@ def test_the_viewer_nests_the_runs_on_its_own(store: MemoryRunStore, recording: 
         (child,) = run["nested"]
         assert child["step"] == 1 and child["run"]["id"] == RESEARCHER
         assert child["run"]["label"] == "researcher (c1)"
-        assert [(n["step"], n["run"]["id"]) for n in child["run"]["nested"]] == [(1, CHECKER)]
+        assert [(n["step"], n["run"]["id"]) for n in child["run"]["nested"]] == [(2, CHECKER)]
     # a run picked by id brings its nested runs; a nested run picked alone stands alone
     (picked,) = view_data(store, run_ids=["run-1"])
     assert [n["run"]["id"] for n in picked["nested"]] == [RESEARCHER]
@@ -296,8 +290,16 @@ def test_a_fork_before_a_nested_call_runs_it_live(store: MemoryRunStore) -> None
     assert len(researcher.calls) == 2  # the researcher's two model calls, made again
     results = [m for m in fork.messages if getattr(m, "role", "") == "toolResult"]
     assert [r.content[0].text for r in results] == ["Lyon: 522,000."]
-    ids = [r.run_id for r in fork.store.runs()]
-    assert ids[0] == "run-1@1" and all(i.startswith("run-1@1") for i in ids)  # nothing copied
+    # the nested runs made live are journaled under the fork's run id, not copied
+    (live,) = nested_runs(fork.store, "run-1@1")
+    assert live.run_id == "run-1@1/1.c1" and live.children[0].run_id == "run-1@1/1.c1/1.c7"
+    made = fork.store.load("run-1@1/1.c1")
+    assert made.header["parent"] == {
+        "run": "run-1@1",
+        "call": "c1",
+        "path": ["c1"],
+        "agents": ["researcher"],
+    }
 
 
 def test_records_of_a_recording_include_the_nested_runs(recording: Path) -> None:
