@@ -10,7 +10,6 @@ Records that do not fit (for the bad-input tests) are made by copying runs by ha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -97,21 +96,24 @@ def nested_store() -> MemoryRunStore:
     return store
 
 
-def write_recording(store: RunStore, path: Path) -> Path:
-    """The runs of ``store`` as a JSONL recording: the outer run recorded live, then each
-    nested run's ``header``/``input``/``end`` lines, as a recorder writes them."""
-    with RunRecorder(path) as recorder:
-        copy_run(store, "run-1", recorder.store, "run-1", None)
-    with path.open("a", encoding="utf-8") as out:
-        for run_id in (RESEARCHER, CHECKER):
-            stored = store.load(run_id)
-            out.write(json.dumps({"kind": "header", "run": run_id, "header": stored.header}))
-            out.write("\n")
-            for n, entry in enumerate(stored.entries):
-                out.write(json.dumps({"kind": "input", "run": run_id, "n": n, "entry": entry}))
-                out.write("\n")
-            out.write(json.dumps({"kind": "end", "run": run_id, "reason": stored.end_reason}))
-            out.write("\n")
+def record_nested(path: Path) -> Path:
+    """``run-1`` recorded live by a :class:`RunRecorder` (its store journals the nested runs
+    too: their lines interleaved with the outer run's)."""
+
+    async def main() -> None:
+        with RunRecorder(path) as recorder:
+            await run_agent_loop(
+                ["How big is Lyon?"],
+                AgentContext(tools=boss_tools()),
+                AgentLoopConfig(model=MODEL),
+                recorder,
+                stream_fn=FauxProvider(boss_answers()),
+                store=recorder.store,
+                run_id="run-1",
+                on_transition=recorder.on_transition,
+            )
+
+    trio.run(main)
     return path
 
 

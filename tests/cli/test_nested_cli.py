@@ -13,8 +13,8 @@ from nested_view_runs import (
     RESEARCHER,
     copy_run,
     nested_store,
+    record_nested,
     sqlite_copy,
-    write_recording,
 )
 
 from agentcore_fsm.cli.commands import main
@@ -48,7 +48,7 @@ def bad_db(store: MemoryRunStore, tmp_path_factory: pytest.TempPathFactory) -> P
 def test_diagram_of_a_recording_and_of_a_store_with_nested_runs(
     store: MemoryRunStore, runs_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    recording = write_recording(store, tmp_path / "run.jsonl")
+    recording = record_nested(tmp_path / "run.jsonl")
     for source in (recording, runs_db):
         assert main(["diagram", "--run", str(source), "--format", "dot"]) == 0
         dot = capsys.readouterr().out

@@ -20,8 +20,8 @@ from nested_view_runs import (
     boss_tools,
     copy_run,
     nested_store,
+    record_nested,
     researcher_model,
-    write_recording,
 )
 from viewer_runs import add_tool
 
@@ -49,8 +49,8 @@ def store() -> MemoryRunStore:
 
 
 @pytest.fixture(scope="module")
-def recording(store: MemoryRunStore, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_recording(store, tmp_path_factory.mktemp("nested") / "run.jsonl")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return record_nested(tmp_path_factory.mktemp("nested") / "run.jsonl")
 
 
 def test_the_nested_runs_of_a_run_in_a_store_and_in_a_recording(
