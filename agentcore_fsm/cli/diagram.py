@@ -335,9 +335,10 @@ def _run_view(path: Path, machine: str | None, number: int | None) -> tuple[Decl
     ``number`` counts the runs that are not nested)."""
     if machine not in (None, "agent_loop"):
         return view_of_recording(path, machine, number)
-    with path.open("rb") as file:
-        sqlite = file.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    if sqlite or any(nesting(path)):
+    data = path.read_bytes()
+    sqlite = data.startswith(SQLITE_MAGIC)
+    # a recording with no "parent" key holds no nested run: read once, as always
+    if sqlite or (b'"parent"' in data and any(nesting(path))):
         return view_with_nested(path, run=number)
     return view_of_recording(path, machine, number)
 
