@@ -70,6 +70,7 @@ from agentcore_fsm.runtime.driver import (
 
 if TYPE_CHECKING:
     from agentcore_fsm.agent.agent import Agent, AgentBusyError, AgentState
+    from agentcore_fsm.agent.handoff import handoff
     from agentcore_fsm.core.function_tools import tool
     from agentcore_fsm.integrations.providers.anthropic import AnthropicProvider
     from agentcore_fsm.integrations.providers.faux import (
@@ -87,6 +88,7 @@ _LAZY: dict[str, str] = {
     "Agent": "agentcore_fsm.agent.agent",
     "AgentBusyError": "agentcore_fsm.agent.agent",
     "AgentState": "agentcore_fsm.agent.agent",
+    "handoff": "agentcore_fsm.agent.handoff",
     "AnthropicProvider": "agentcore_fsm.integrations.providers.anthropic",
     "FauxProvider": "agentcore_fsm.integrations.providers.faux",
     "faux_response": "agentcore_fsm.integrations.providers.faux",
@@ -202,6 +204,7 @@ __all__ = [
     "faux_response",
     "faux_tool_call",
     "get_model",
+    "handoff",
     "load_run",
     "resume_run",
     "run_agent_loop",

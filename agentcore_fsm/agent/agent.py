@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, overload
 import anyio
 
 from agentcore_fsm.agent.approvals import ApprovalDesk
+from agentcore_fsm.agent.handoff import follow_handoffs
 from agentcore_fsm.agent.lifecycle import Lifecycle
 from agentcore_fsm.agent.listeners import AgentListener, Listeners
 from agentcore_fsm.agent.queues import QueueMode, as_message, as_prompts, dequeue
@@ -86,13 +87,7 @@ from agentcore_fsm.runtime.driver import (
     run_agent_loop_continue,
 )
 
-__all__ = [
-    "Agent",
-    "AgentBusyError",
-    "AgentListener",
-    "AgentState",
-    "QueueMode",
-]
+__all__ = ["Agent", "AgentBusyError", "AgentListener", "AgentState", "QueueMode"]
 
 logger = logging.getLogger("agentcore_fsm")
 
@@ -160,6 +155,7 @@ _AGENT_CHECKS: dict[str, checks.Check] = {
     "tool_policy": checks.instance_or_none(ToolPolicy, "a ToolPolicy"),
     "fallback": checks.instance_or_none(ModelFallback, "a ModelFallback"),
     "compaction": checks.instance_or_none(Compaction, "a Compaction"),
+    "name": checks.str_or_none,
 }
 """The checks of the agent's plain configuration attributes (the others are properties that
 check what they are given, or fields of ``options``/``state`` checked there)."""
@@ -233,6 +229,7 @@ class Agent:
         tool_policy: ToolPolicy | None = None,
         fallback: ModelFallback | None = None,
         compaction: Compaction | None = None,
+        name: str | None = None,
     ) -> None:
         # a model named by a str ("openai:gpt-4o-mini") is described now (core.model_names)
         model = (
@@ -301,6 +298,7 @@ class Agent:
         # the session's last run (id, status) when this agent last read or wrote the session
         self._session_seen: tuple[str, str] | None = None
         self._ended_unfinished: str | None = None  # a run that ended here, unfinished in store
+        self.name = name  # the agent's name in a chain of handoffs (agent/handoff.py)
         self.deps = deps
         """The dependencies object of the agent's runs: what its tools and hooks reach (a
         function tool's ``RunContext.deps``, ``current_run().deps``; see docs/tools.md)."""
@@ -759,6 +757,7 @@ class Agent:
                 if prompts is None
                 else functools.partial(run_agent_loop, prompts, output_type=output)
             )
+            run = follow_handoffs(self, run, journal, output)  # agent/handoff.py
             return await run(
                 context,
                 config,

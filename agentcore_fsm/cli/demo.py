@@ -51,6 +51,10 @@ Last, the demo shows a budget being reached (:mod:`agentcore_fsm.cli.demo_budget
 question once more, with ``UsageLimits(tool_calls=3)``; the batch of reads that would go over it
 does not run, each of its calls is answered, and the run ends with reason ``limit``. Its lines
 come after the summary; they do not change the session's outcome or exit status.
+
+Then two agents (:mod:`agentcore_fsm.cli.demo_nested`): a bookkeeper asks an auditor, an agent
+made a tool with ``Agent.as_tool``, to check the invoices' sum; the nested run's events reach
+the bookkeeper's listener with the path of calls, and the demo prints them as a tree.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from pydantic_core import to_jsonable_python
 
 from agentcore_fsm.cli.calculator import calculator_tool
 from agentcore_fsm.cli.demo_budget import run_budget
+from agentcore_fsm.cli.demo_nested import run_nested
 from agentcore_fsm.cli.diagram import output_file_problem
 from agentcore_fsm.core.approval import ApprovalDecision, ApprovalRequest
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
@@ -602,6 +607,8 @@ def main(argv: list[str]) -> int:
             scripted_model,
             backend="trio",
         )
+    amounts = [amount for _, _, amount in INVOICES.values()]
+    agents = anyio.run(run_nested, amounts, backend="trio")  # an agent as a tool (docs/demo.md)
     final = messages[-1]
     if args.out is not None:
         target = Path(args.out)
@@ -652,6 +659,8 @@ def main(argv: list[str]) -> int:
         print(f"run diagram (SVG): {svg}")
     print()
     print("\n".join(budget))
+    print()
+    print("\n".join(agents))
     if failure is not None:
         what = "was aborted" if end_reason == "aborted" else "ended with an error"
         print(f"agentcore-fsm demo: the run {what}: {failure}", file=sys.stderr)

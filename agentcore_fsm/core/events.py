@@ -302,6 +302,10 @@ class AgentEndEvent(EventData):
     usage: Annotated[RunUsage | None, Field(exclude_if=_is_none)] = None
     """A run with usage limits: what it used (its counters, from its limits' ``used_before``
     on); None for a run without limits, and then left out of the event's dump."""
+    agent: Annotated[str | None, Field(exclude_if=_is_none)] = None
+    """A run of a chain of handoffs (docs/multi-agent.md#handoff): the name of the agent that
+    ran it (the last run's agent answered); None otherwise, and then left out of the event's
+    dump."""
 
 
 @dataclass(slots=True, kw_only=True)

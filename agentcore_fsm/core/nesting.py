@@ -20,6 +20,8 @@ untouched): a :class:`NestedEvent` with the path and agents relative to the rece
 run that receives a nested event from one of its own nested runs passes it up with its own call
 id in front, so the outermost listeners get every event of the tree exactly once, tagged with
 its full path. :func:`levels` splits such a stream back into one stream per run.
+:func:`event_data` and :func:`event_from_data` are an event's form in a recording, a nested
+event in its JSON form (docs/record.md#nested-runs).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentcore_fsm.core.approval import ApprovalRequest
+from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -39,7 +42,10 @@ __all__ = [
     "current_nesting",
     "depth_error_text",
     "enter_nesting",
+    "event_data",
+    "event_from_data",
     "levels",
+    "nested_event_from_data",
     "nested_event_of",
 ]
 
@@ -152,6 +158,30 @@ class NestedEvent:
         }
 
 
+NESTED_KEYS = frozenset({"path", "agents", "event"})
+"""The keys of a :class:`NestedEvent`'s JSON form (:meth:`NestedEvent.model_dump`)."""
+
+
+def nested_event_from_data(data: Any) -> NestedEvent:
+    """A :class:`NestedEvent` from its JSON form (``{"path": [...], "agents": [...], "event":
+    {...}}``, the event in its camelCase JSON form, as a recording holds it), the event
+    validated as an agent event. Raises ``ValueError`` naming what is wrong."""
+    if not isinstance(data, dict) or set(data) != NESTED_KEYS:
+        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"a nested event needs exactly 'path', 'agents' and 'event', not {keys}")
+    path, agents = data["path"], data["agents"]
+    for name, value in (("path", path), ("agents", agents)):
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"a nested event's {name!r} must be a non-empty list of strings")
+    if len(path) != len(agents):
+        raise ValueError(f"a nested event's path has {len(path)} call ids but {len(agents)} agents")
+    try:
+        event = AGENT_EVENT_ADAPTER.validate_python(data["event"])
+    except ValueError as exc:
+        raise ValueError(f"a nested event's event is not an agent event: {exc}") from None
+    return NestedEvent(tuple(path), tuple(agents), event)
+
+
 def nested_event_of(event: Any) -> NestedEvent | None:
     """The :class:`NestedEvent` an outer run's event carries (a ``tool_execution_update``
     whose partial result's ``details`` is one), or None."""
@@ -209,3 +239,43 @@ def nested_request(request: ApprovalRequest, call_id: str, agent: str) -> Nested
         path=(call_id,),
         agents=(agent,),
     )
+
+
+# --- events as a recording holds them (docs/record.md#nested-runs) ---------------------------
+
+
+def event_data(event: Any) -> dict[str, Any]:
+    """An agent event as an ``event`` line holds it: its camelCase data (not pydantic's JSON
+    mode, which loses text that is not valid Unicode; the writer makes the rest JSON data),
+    taken when it is emitted (a streamed partial message is mutated in place afterwards). A
+    ``tool_execution_update`` that carries a nested run's event
+    (:class:`~agentcore_fsm.core.nesting.NestedEvent`) holds it in its JSON form as its
+    ``partialResult.details``: ``path``, ``agents`` and the inner event's own camelCase data."""
+    data: dict[str, Any] = event.model_dump(mode="python", by_alias=True)
+    nested = nested_event_of(event)
+    if nested is not None:
+        data["partialResult"]["details"] = nested.model_dump(mode="python", by_alias=True)
+    return data
+
+
+def event_from_data(data: Any, nested: bool = False) -> Any:
+    """An agent event from an ``event`` line's data, validated (a ``ValueError`` says what is
+    wrong). ``nested``: the line says its ``partialResult.details`` is a nested run's event
+    (the line's ``"nested": true``): it is read back as a
+    :class:`~agentcore_fsm.core.nesting.NestedEvent`, or refused. A line without the mark
+    (written before recordings marked them) whose update's details have exactly the keys of a
+    nested event, each valid, is read back the same way; any other details stay as they are."""
+    event = AGENT_EVENT_ADAPTER.validate_python(data)
+    if getattr(event, "type", None) != "tool_execution_update":
+        if nested:
+            raise ValueError(f"'nested' marks a {event.type} event, not a tool_execution_update")
+        return event
+    details = event.partial_result.details
+    if nested:
+        event.partial_result.details = nested_event_from_data(details)
+    elif isinstance(details, dict) and set(details) == NESTED_KEYS:
+        try:
+            event.partial_result.details = nested_event_from_data(details)
+        except ValueError:
+            pass  # a tool's own details that happen to have these keys
+    return event

@@ -13,6 +13,7 @@ from pydantic_core import to_jsonable_python
 
 from agentcore_fsm.core.machine import TransitionRecord
 from agentcore_fsm.devtools.diff_render import first_difference, side_by_side
+from agentcore_fsm.persist.recording import event_data
 
 __all__ = [
     "Divergence",
@@ -26,8 +27,10 @@ __all__ = [
 
 
 def plain_event(event: Any) -> Any:
-    """An event as JSON data (what a recording holds), ``timestamp`` fields left out."""
-    return _strip(to_jsonable_python(event.model_dump(mode="python", by_alias=True), fallback=repr))
+    """An event as JSON data (what a recording holds, a nested run's event in its JSON form
+    included: :func:`~agentcore_fsm.persist.recording.event_data`), ``timestamp`` fields left
+    out."""
+    return _strip(to_jsonable_python(event_data(event), fallback=repr))
 
 
 def _strip(value: Any) -> Any:

@@ -12,62 +12,27 @@ default: follow the global switch). ``agent_loop``, ``agent_loop_continue`` and 
 traced like a fresh one (its run span has ``agentcore_fsm.run.resumed=true``). docs/tracing.md
 is the guide.
 
-What a traced run records, following the GenAI semantic conventions published with
-OpenTelemetry semantic conventions v1.41.0 (status *Development*; the current set, with
-``gen_ai.provider.name`` rather than the older ``gen_ai.system``):
+What a traced run records follows the GenAI semantic conventions published with
+OpenTelemetry semantic conventions v1.41.0 (docs/tracing.md#what-a-run-records): an
+``invoke_agent`` span per run (current while the run goes on; every transition of the loop
+machine is an ``agentcore_fsm.transition`` event on it), a ``chat`` span per model call
+(current from the stream function's call until its stream is closed) and an ``execute_tool``
+span per tool execution (current while the tool runs, in its task or worker thread), and the
+histograms ``gen_ai.client.operation.duration``, ``gen_ai.client.token.usage`` and
+``gen_ai.execute_tool.duration``. **Nested runs** (an agent as a tool, docs/multi-agent.md) are
+traced as the run that started them is, by the same :class:`Instrumentation`: a nested run's
+``invoke_agent`` span (``gen_ai.agent.name``: the tool's name) is a child of the
+``execute_tool`` span of its call, and so on down the tree; each run span sums its own model
+calls only, so adding up a tree's ``invoke_agent`` spans counts every token once.
 
-* ``invoke_agent`` (``invoke_agent {agent_name}`` when one is given), kind INTERNAL: the run.
-  It is the current span while the run goes on, so spans your hooks, listeners and stream
-  function make are its children. Every transition of the loop machine is an event on it,
-  ``agentcore_fsm.transition``, with the transition's declared index, trigger, source and
-  destination (what ``on_transition`` receives; the callback you pass still gets every record).
-* ``chat {model}``, kind CLIENT, one per model call: request model, provider, temperature,
-  max_tokens, server address, then the response model, the finish reason, the token usage and
-  the cost. It is the current span from the stream function's call until its stream is closed,
-  so a provider's HTTP spans nest under it (and so do spans of listeners handling the
-  streamed ``message_update`` events).
-* ``execute_tool {tool}``, kind INTERNAL, one per tool execution: the tool's name, description
-  and call id. It is the current span while the tool runs, in the tool's task for an ``async``
-  tool and in the worker thread for a plain function (anyio copies the context into the
-  thread on both backends), so the tool's own spans nest under it.
-* Histograms ``gen_ai.client.operation.duration`` (s) and ``gen_ai.client.token.usage``
-  (``{token}``, by ``gen_ai.token.type``) per model call, and ``gen_ai.execute_tool.duration``
-  (s) per tool execution: v1.41.0 has no tool metric; this is the name the GenAI conventions'
-  own repository has since given it.
-
-Decisions where the task or the conventions leave a choice:
-
-* **Status.** A failure sets ERROR with the error's text as the description and
-  ``error.type``: the exception's class name when there is one, the HTTP status (``"429"``)
-  when a provider's error text starts with one, ``"tool_error"`` for a tool result with
-  ``is_error=True``, else ``"_OTHER"``. An **abort is not an error**: the spans it cut short
-  (the run, the model call, the tools in flight) keep status UNSET and get
-  ``agentcore_fsm.aborted=true``; the run span also says how the run ended in
-  ``agentcore_fsm.run.end_reason`` (``completed``, ``stopped``, ``aborted``, ``error``).
-  A ``BaseException`` that escapes the run (Ctrl-C) is recorded on the run span as an error.
-* **Token counts.** ``gen_ai.usage.input_tokens`` counts every input token, cached ones
-  included (``Usage.input + cache_read + cache_write``; the library's ``Usage.input`` is the
-  uncached part), as the conventions ask; ``gen_ai.usage.cache_read.input_tokens`` and
-  ``gen_ai.usage.cache_creation.input_tokens`` give the cached parts. Usage is recorded only
-  when the provider reported some (a zero ``Usage`` is "not reported"). The cost in dollars
-  (``Usage.cost.total``), which the conventions do not cover, is ``agentcore_fsm.usage.cost``.
-  The run span carries the sums over its model calls.
-* **Finish reasons** use the conventions' vocabulary: ``stop``, ``length``, ``tool_call``
-  (the library's ``toolUse``), ``error``; an aborted call says ``aborted``.
-* **Content is not recorded** unless ``record_content=True``: then model calls get
-  ``gen_ai.system_instructions``, ``gen_ai.input.messages`` and ``gen_ai.output.messages``
-  (JSON, in the conventions' message format) and tool spans ``gen_ai.tool.call.arguments`` and
-  ``gen_ai.tool.call.result``. Error texts are always recorded (they are diagnostics, but may
-  quote what a tool or hook put in its exception).
-* **Suspended runs.** A journaled run that stops to wait for approval decisions (its
-  ``RunSuspended``) gets ``agentcore_fsm.run.suspended=true`` on its run span, not an error.
-* **What has no span.** A tool call that never executes (unknown tool, invalid arguments,
-  blocked by ``before_tool_call``, truncated, answered by an abort or a failure before it
-  started, or answered as interrupted when a run is resumed) has no ``execute_tool`` span: the
-  span is the execution. Hooks and polls get no spans of their own (the transitions show them).
-* **Transitions are span events**, so the SDK's limit of events per span (128 by default)
-  applies to long runs. ``agentcore-fsm diagram --run`` does not read traces: it reads a
-  ``RunRecorder`` file, which holds more (docs/tracing.md#the-state-machine-in-the-trace).
+Decisions where the task or the conventions leave a choice (docs/tracing.md gives each):
+failures set ERROR with ``error.type`` (the exception's class name, an HTTP status, ``tool_error``
+or ``_OTHER``); an abort is not an error (``agentcore_fsm.aborted=true``, status UNSET) and a
+suspended run is not either (``agentcore_fsm.run.suspended=true``); ``gen_ai.usage.input_tokens``
+counts cached input tokens too, and the cost is ``agentcore_fsm.usage.cost``; finish reasons use
+the conventions' words; content is recorded only with ``record_content=True`` (error texts
+always); a tool call that never executes has no span, hooks and polls have none; transitions
+are span events (the SDK's limit of events per span applies).
 
 Nothing here runs when tracing is off: the runtime never imports this module (importing it
 registers the observer that ``instrument=True`` asks for), and a run without observers makes
@@ -76,10 +41,10 @@ one check.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from contextlib import AbstractContextManager
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -98,6 +63,7 @@ import anyio
 from agentcore_fsm.core.approval import RunSuspended
 from agentcore_fsm.core.boundary import exc_text
 from agentcore_fsm.core.events import AgentEndEvent, StreamDone, StreamError
+from agentcore_fsm.core.nesting import current_nesting
 from agentcore_fsm.core.protocol import (
     Effect,
     ExecuteTool,
@@ -109,6 +75,12 @@ from agentcore_fsm.core.protocol import (
 )
 from agentcore_fsm.core.tools import AgentToolResult
 from agentcore_fsm.core.version import __version__
+from agentcore_fsm.integrations.otel_content import (
+    FINISH_REASON,
+    conventions_message,
+    json_text,
+    jsonable,
+)
 from agentcore_fsm.runtime.observer import (
     ModelRequest,
     RunObserver,
@@ -208,8 +180,6 @@ TRANSITION_TRIGGER = "agentcore_fsm.transition.trigger"
 TRANSITION_SOURCE = "agentcore_fsm.transition.source"
 TRANSITION_DESTINATION = "agentcore_fsm.transition.destination"
 
-FINISH_REASON = {"stop": "stop", "length": "length", "toolUse": "tool_call", "error": "error"}
-"""The library's stop reasons in the conventions' finish-reason vocabulary (others as they are)."""
 _HTTP_STATUS = re.compile(r"^HTTP (\d{3})\b")
 
 
@@ -264,8 +234,12 @@ class Instrumentation(RunObserver):
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
 
-    def observe_run(self, run: RunStart) -> RunObserver:
-        """A trace of ``run``: its ``invoke_agent`` span starts now."""
+    def observe_run(self, run: RunStart) -> RunObserver | None:
+        """A trace of ``run``: its ``invoke_agent`` span starts now. A nested run started by a
+        traced call is left to the instrumentation of the run that started it (one trace per
+        tree, see :class:`_Nested`)."""
+        if _starting_call() is not None:
+            return None
         return _RunTrace(self, run)
 
 
@@ -324,6 +298,42 @@ class _OnRequest(RunObserver):
 register_observer(_OnRequest(), always=False)
 
 
+# --- nested runs ------------------------------------------------------------------------------
+
+_CALL: ContextVar[_ToolCall | None] = ContextVar("agentcore_fsm_otel_call", default=None)
+"""The traced tool execution the current code runs in (set in the tool's task)."""
+
+NESTED_PATH = "agentcore_fsm.nested.path"
+"""On a nested run's span: the call ids from the outermost run down to the call that started it."""
+NESTED_AGENTS = "agentcore_fsm.nested.agents"
+"""On a nested run's span: the names of the tools (agents as tools) of those calls."""
+
+
+def _starting_call() -> _ToolCall | None:
+    """The traced call that is starting the current run, when the run is the nested run of an
+    agent as a tool (its position is that call's child) started inside a traced execution."""
+    call = _CALL.get()
+    if call is None or current_nesting().path != call.child_path:
+        return None
+    return call
+
+
+class _Nested(RunObserver):
+    """Traces a nested run (docs/multi-agent.md) when the call that started it is traced: with
+    the same :class:`Instrumentation`, its run span a child of the call's ``execute_tool``
+    span and named after the tool. Registered for every run when this module is imported; it
+    leaves every other run alone (one context variable read)."""
+
+    def observe_run(self, run: RunStart) -> RunObserver | None:
+        call = _starting_call()
+        if call is None:
+            return None
+        return _RunTrace(call.run.inst, run, call)
+
+
+register_observer(_Nested())
+
+
 # --- the traced run ---------------------------------------------------------------------------
 
 
@@ -364,6 +374,22 @@ class _Current(AbstractContextManager[None]):
         block raised, if anything)."""
 
 
+class _InRun(_Current):
+    """The run's context: its span current, and no traced call (a run started by this run's
+    hooks is no nested run of the call that started this one)."""
+
+    __slots__ = ("call_token",)
+
+    def __enter__(self) -> None:
+        super().__enter__()
+        self.call_token: Token[_ToolCall | None] | None = _CALL.set(None)
+
+    def left(self, exc: BaseException | None) -> None:
+        token, self.call_token = self.call_token, None
+        if token is not None:
+            _CALL.reset(token)
+
+
 class _Span(_Current):
     """A span of one run (a model call's, a tool execution's), started when this is made and
     current while this is entered; ``started`` is when (``time.perf_counter()``), for the
@@ -384,7 +410,9 @@ class _RunTrace(RunObserver):
     """One traced run: its ``invoke_agent`` span, its model call and tool executions in
     flight, and what its model calls added up to."""
 
-    def __init__(self, inst: Instrumentation, run: RunStart) -> None:
+    def __init__(
+        self, inst: Instrumentation, run: RunStart, parent: _ToolCall | None = None
+    ) -> None:
         self.inst = inst
         self.control = run.signal  # the signal that decides (it fires on every abort)
         self.cancelled = anyio.get_cancelled_exc_class()
@@ -395,16 +423,21 @@ class _RunTrace(RunObserver):
             REQUEST_MODEL: model.id,
         }
         name = "invoke_agent"
-        if inst.agent_name:
-            attributes[AGENT_NAME] = inst.agent_name
-            name = f"invoke_agent {inst.agent_name}"
+        agent_name = inst.agent_name if parent is None else parent.attributes[TOOL_NAME]
+        if agent_name:
+            attributes[AGENT_NAME] = agent_name
+            name = f"invoke_agent {agent_name}"
+        if parent is not None:
+            nesting = current_nesting()
+            attributes[NESTED_PATH], attributes[NESTED_AGENTS] = nesting.path, nesting.agents
         if run.config.session_id:
             attributes[CONVERSATION_ID] = run.config.session_id
         if run.run_id is not None:
             attributes[RUN_ID] = run.run_id
         if run.resumed:
             attributes[RESUMED] = True
-        self.span = inst.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+        above = None if parent is None else parent.context  # its call's execute_tool span
+        self.span = inst.tracer.start_span(name, above, SpanKind.INTERNAL, attributes)
         self.context = trace.set_span_in_context(self.span)
         self.input_tokens = 0
         self.output_tokens = 0
@@ -419,7 +452,7 @@ class _RunTrace(RunObserver):
     # --- the port ---
 
     def run_context(self) -> AbstractContextManager[None]:
-        return _Current(self.context)
+        return _InRun(self.context)
 
     def input_fed(self, input: Input, step: Step, transitions: Sequence[TransitionRecord]) -> None:
         add_event = self.span.add_event
@@ -562,10 +595,12 @@ class _ModelCall(_Span):
             attributes[CONVERSATION_ID] = options.session_id
         if run.inst.record_content:
             if llm_context.system_prompt:
-                attributes[SYSTEM_INSTRUCTIONS] = _dumps(
+                attributes[SYSTEM_INSTRUCTIONS] = json_text(
                     [{"type": "text", "content": llm_context.system_prompt}]
                 )
-            attributes[INPUT_MESSAGES] = _dumps([_message(m) for m in llm_context.messages])
+            attributes[INPUT_MESSAGES] = json_text(
+                [conventions_message(m) for m in llm_context.messages]
+            )
         name = f"chat {model.id}" if model.id else "chat"
         super().__init__(run, name, SpanKind.CLIENT, attributes)
 
@@ -646,7 +681,7 @@ class _ModelCall(_Span):
             attributes[COST] = cost
             self.run.cost += cost
         if self.run.inst.record_content:
-            attributes[OUTPUT_MESSAGES] = _dumps([_message(message, output=True)])
+            attributes[OUTPUT_MESSAGES] = json_text([conventions_message(message, output=True)])
         span.set_attributes(attributes)
         if stop == "error":
             text = message.error_message or "the model call failed"
@@ -665,20 +700,30 @@ class _ModelCall(_Span):
 class _ToolCall(_Span):
     """One tool execution's ``execute_tool`` span, current while the tool runs."""
 
-    __slots__ = ("attributes", "ended")
+    __slots__ = ("attributes", "call_token", "child_path", "ended")
 
     def __init__(self, run: _RunTrace, effect: ExecuteTool) -> None:
         self.ended = False
+        self.call_token: Token[_ToolCall | None] | None = None
         name = effect.tool_call.name
+        # the position of a nested run this call may start (agent/nested.py)
+        self.child_path = (*current_nesting().path, effect.tool_call.id)
         self.attributes: dict[str, Any] = {OPERATION: "execute_tool", TOOL_NAME: name}
         attributes = {**self.attributes, TOOL_CALL_ID: effect.tool_call.id, TOOL_TYPE: "function"}
         if effect.tool.description:
             attributes[TOOL_DESCRIPTION] = effect.tool.description
         if run.inst.record_content:
-            attributes[TOOL_CALL_ARGUMENTS] = _dumps(_jsonable(effect.args))
+            attributes[TOOL_CALL_ARGUMENTS] = json_text(jsonable(effect.args))
         super().__init__(run, f"execute_tool {name}", SpanKind.INTERNAL, attributes)
 
+    def __enter__(self) -> None:
+        super().__enter__()
+        self.call_token = _CALL.set(self)
+
     def left(self, exc: BaseException | None) -> None:
+        token, self.call_token = self.call_token, None
+        if token is not None:
+            _CALL.reset(token)
         if exc is not None:
             self.raised(exc)
 
@@ -727,60 +772,5 @@ class _ToolCall(_Span):
             elif result.is_error:
                 self._failed("tool_error", "the tool returned an error result")
             if self.run.inst.record_content:
-                span.set_attribute(TOOL_CALL_RESULT, _dumps(_jsonable(result)))
+                span.set_attribute(TOOL_CALL_RESULT, json_text(jsonable(result)))
         self._end()
-
-
-# --- content (recorded only with record_content=True) -----------------------------------------
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)  # pydantic models: messages, results, parameters
-    if callable(dump):
-        try:
-            return dump(mode="json", by_alias=True, exclude_none=True)
-        except Exception:
-            return str(value)
-    return value
-
-
-def _parts(content: Any) -> list[dict[str, Any]]:
-    """Content blocks as the conventions' message parts."""
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    parts: list[dict[str, Any]] = []
-    for block in content:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append({"type": "text", "content": block.text})
-        elif kind == "thinking":
-            parts.append({"type": "reasoning", "content": "" if block.redacted else block.thinking})
-        elif kind == "toolCall":
-            call = {"type": "tool_call", "id": block.id, "name": block.name}
-            parts.append({**call, "arguments": block.arguments})
-        elif kind == "image":
-            image = {"type": "blob", "modality": "image", "mime_type": block.mime_type}
-            parts.append({**image, "content": block.data})
-        else:
-            parts.append({"type": str(kind), "content": _jsonable(block)})
-    return parts
-
-
-def _message(message: Any, output: bool = False) -> dict[str, Any]:
-    """A message in the conventions' message format (``output``: with its finish reason)."""
-    role = getattr(message, "role", None)
-    if role == "toolResult":
-        blocks = _parts(message.content)
-        texts = [p["content"] for p in blocks if p["type"] == "text"]
-        response: Any = "".join(texts) if len(texts) == len(blocks) else blocks
-        part = {"type": "tool_call_response", "id": message.tool_call_id, "response": response}
-        return {"role": "tool", "parts": [part]}
-    made: dict[str, Any] = {"role": role, "parts": _parts(message.content)}
-    if output:
-        stop = message.stop_reason
-        made["finish_reason"] = FINISH_REASON.get(stop, stop)
-    return made

@@ -33,7 +33,9 @@ transitions only, as earlier releases did.
 (:attr:`~agentcore_fsm.persist.recording.RecordedRun.times`) so that a run view can say how long
 the run waited, e.g. for an approval. Events are stored in their camelCase JSON form,
 serialised *when they are emitted* — a streamed partial message is mutated in place
-afterwards, so this is the only faithful moment. Each line is written as it happens, so a run
+afterwards, so this is the only faithful moment. An update that carries a nested run's event
+(an agent as a tool) holds it in its JSON form, the line marked ``"nested": true``
+(docs/record.md#nested-runs). Each line is written as it happens, so a run
 that crashes the process still leaves a readable record up to its last step (the reader skips
 a last line the crash cut short).
 
@@ -71,6 +73,7 @@ from typing import Any, BinaryIO
 from agentcore_fsm.core.boundary import json_data
 from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER
 from agentcore_fsm.core.machine import TransitionRecord
+from agentcore_fsm.core.nesting import nested_event_of
 from agentcore_fsm.persist import json_text
 from agentcore_fsm.persist.recording import (
     RUN_FORMAT,
@@ -81,8 +84,11 @@ from agentcore_fsm.persist.recording import (
     RunRecord,
     describe_event,
     duration_text,
+    event_data,
+    event_from_data,
     load_run,
     run_error,
+    split_records,
     tool_errors,
 )
 from agentcore_fsm.persist.store import MemoryRunStore
@@ -127,15 +133,6 @@ def _dumps(obj: dict[str, Any]) -> str:
         return json_text.dumps(_finite(obj), default=json_data, allow_nan=False)
 
 
-def _event_data(event: Any) -> Any:
-    """An agent event as camelCase data, for :func:`_dumps` (a snapshot: a streamed partial
-    message is mutated in place afterwards).
-
-    Not pydantic's JSON mode: it loses text that is not valid Unicode (a lone surrogate in a
-    dict key becomes U+FFFD, or raises). ``_dumps`` makes the rest JSON data."""
-    return event.model_dump(mode="python", by_alias=True)
-
-
 class RunRecorder:
     """Records a run's events and transitions (see the module docstring).
 
@@ -143,7 +140,8 @@ class RunRecorder:
     records in memory only. ``machine``: the declaration whose transitions
     :meth:`on_transition` receives (``agent_loop`` unless you record another machine; use
     :meth:`transition_callback` to record a second machine into the same file). ``updates``:
-    record ``message_update`` events (default True; pass False to keep long streamed runs small).
+    record ``message_update`` events, the nested runs' included (default True; pass False to keep
+    long streamed runs small).
     ``keep_events``: also keep the events in :attr:`events` (default: only when there is no
     file, so a recorder that writes a long session to disk does not grow in memory).
     Transitions are always kept in :attr:`transitions`, and the reason of the last ``agent_end``
@@ -213,15 +211,18 @@ class RunRecorder:
         kind = getattr(event, "type", None)
         if not isinstance(kind, str) or not callable(getattr(event, "model_dump", None)):
             raise TypeError(f"cannot record {type(event).__name__!r}: not an agent event")
-        if kind == "message_update" and not self.updates:
+        nested = nested_event_of(event)
+        if not self.updates and (
+            kind == "message_update" or (nested is not None and nested.type == "message_update")
+        ):
             return
         self.event_count += 1
         t = self._clock()
         if kind == "agent_end":
             self.end_reason = getattr(event, "reason", None)
         try:
-            data = _event_data(event)
-            kept = AGENT_EVENT_ADAPTER.validate_python(data) if self.keep_events else None
+            data = event_data(event)
+            kept = event_from_data(data, nested is not None) if self.keep_events else None
         except Exception as exc:
             logger.error("RunRecorder: cannot record a %s event (%s); it is left out", kind, exc)
             return
@@ -229,7 +230,10 @@ class RunRecorder:
             self.events.append(kept)
             self._order.append((None, len(self.events) - 1))
             self._times.append(t)
-        self._record({"kind": "event", "event": data}, t)
+        line: dict[str, Any] = {"kind": "event", "event": data}
+        if nested is not None:
+            line["nested"] = True
+        self._record(line, t)
 
     def on_transition(self, record: Any) -> None:
         """Record one transition of :attr:`machine` (a ``TransitionRecord``)."""
@@ -365,13 +369,15 @@ class RunRecorder:
             stored = self.store.load(info.run_id)
             ended = stored.end_reason if stored.status == "finished" else None
             records.append(RunRecord(info.run_id, stored.header, stored.entries, ended))
+        top, nested = split_records(records)
         return RecordedRun(
             machine=self.machine,
             events=list(self.events),
             machines={name: list(recs) for name, recs in self.machine_transitions.items()},
             order=list(self._order),
             times=list(self._times),
-            records=records,
+            records=top,
+            nested_records=nested,
         )
 
 

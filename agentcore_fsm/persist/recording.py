@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_fsm.core.describe import describe_event
-from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER
 from agentcore_fsm.core.machine import TransitionRecord
 from agentcore_fsm.core.messages import clip
+from agentcore_fsm.core.nesting import event_data, event_from_data
 from agentcore_fsm.persist import json_text
 from agentcore_fsm.persist.codec import RecordError
 from agentcore_fsm.persist.journal import (
@@ -66,8 +66,11 @@ __all__ = [
     "RunRecord",
     "describe_event",
     "duration_text",
+    "event_data",
+    "event_from_data",
     "load_run",
     "run_error",
+    "split_records",
     "tool_errors",
 ]
 
@@ -78,6 +81,11 @@ in the file)."""
 READABLE_VERSIONS = (1, 2)
 """The versions this code reads."""
 LOOP = "agent_loop"
+STREAMED = frozenset({"message_update", "output_partial", "tool_execution_update"})
+"""The events a run's record does not give back (they follow the stream and the tools'
+progress): left out when derived events are lined up with recorded ones."""
+LOOK_AHEAD = 3
+"""How many recorded events past the expected one a derived event is looked for."""
 
 logger = logging.getLogger("agentcore_fsm")
 
@@ -189,7 +197,14 @@ class RecordedRun:
     order: list[tuple[str | None, int]] = field(default_factory=list)
     times: list[float | None] = field(default_factory=list)
     records: list[RunRecord] = field(default_factory=list)
-    """The runs' records the recording holds (header and inputs), in the order they began."""
+    """The runs' records the recording holds (header and inputs), in the order they began:
+    the runs of the recording, each an outermost run (its header has no ``parent``)."""
+    nested_records: list[RunRecord] = field(default_factory=list)
+    """The records of nested runs (an agent as a tool, docs/multi-agent.md) the recording holds
+    beside their outer run's, in the order they began: a header with a ``parent`` (its outer
+    run, call, path and agents). They are validated line by line but not derived: the
+    transitions and events of the recording are its outer runs' (a nested run's events are in
+    its outer run's ``tool_execution_update`` events)."""
     warnings: list[str] = field(default_factory=list)
     """What the reader tolerated (a torn last line)."""
 
@@ -387,6 +402,16 @@ def tool_errors(messages: Iterable[Any]) -> list[str]:
     ]
 
 
+def split_records(records: Iterable[RunRecord]) -> tuple[list[RunRecord], list[RunRecord]]:
+    """The outermost runs' records (their header has no ``parent``) and the nested runs'
+    (see :attr:`RecordedRun.nested_records`), each in the given order."""
+    top: list[RunRecord] = []
+    nested: list[RunRecord] = []
+    for record in records:
+        (nested if "parent" in record.header else top).append(record)
+    return top, nested
+
+
 # --- reading a file -----------------------------------------------------------------------------
 
 
@@ -491,8 +516,13 @@ class _Reader:
             raise RunFileError(f"{where}: the file does not start with a 'run' header")
         reading = _reading(obj)
         if kind == "event":
+            nested = obj.get("nested", False)
+            if nested is not True and nested is not False:
+                raise RunFileError(
+                    f"{where}: an event record's 'nested' must be true, not {nested!r}"
+                )
             try:
-                event = AGENT_EVENT_ADAPTER.validate_python(obj["event"])
+                event = event_from_data(obj["event"], nested)
             except KeyError:
                 raise RunFileError(f"{where}: an event record without 'event'") from None
             except ValueError as exc:
@@ -587,7 +617,7 @@ class _Reader:
         run = self.run
         if run is None:
             raise RunFileError(f"{self.path}: empty file, not a run recording")
-        run.records = list(self.records.values())
+        run.records, run.nested_records = split_records(self.records.values())
         run.warnings = self.warnings
         if not run.records or self.recorded_elsewhere(run):
             # the lines as recorded: events and transitions (a record's lines have no place)
@@ -602,15 +632,22 @@ class _Reader:
         derived = {record.run_id: self.derive(record) for record in run.records}
         self.check_transitions(run, derived)
         recorded_events = bool(run.events)
+        placed = self.place(run, derived) if recorded_events else None
         loop: list[TransitionRecord] = []
         order: list[tuple[str | None, int]] = []
         times: list[float | None] = []
         for item, t in zip(self.sequence, self.times, strict=True):
             if item[0] == "event":
+                for record in placed[item[1]] if placed is not None else ():
+                    loop.append(record)
+                    order.append((LOOP, len(loop) - 1))
+                    times.append(t)
                 order.append((None, item[1]))
                 times.append(t)
             elif item[0] == "input":
                 _, run_id, k = item
+                if run_id not in derived or placed is not None:
+                    continue  # a nested run's input, or placed with the events
                 machine, events, marks = derived[run_id]
                 done = marks[k - 1][-1] if k else (0, 0)
                 for t1, e1 in marks[k]:  # each input of the entry: its transitions, its events
@@ -628,9 +665,56 @@ class _Reader:
             elif item[0] not in ("header", "end", LOOP):
                 order.append(item)
                 times.append(t)
+        if placed is not None:  # what the runs' last inputs did after their last event
+            for record in placed[len(run.events)]:
+                loop.append(record)
+                order.append((LOOP, len(loop) - 1))
+                times.append(times[-1] if times else None)
         run.machines[LOOP] = loop
         run.order, run.times = order, times
         return run
+
+    def place(
+        self, run: RecordedRun, derived: dict[str, Any]
+    ) -> list[list[TransitionRecord]] | None:
+        """A file with event lines beside the runs' records (the recorder given as ``emit``
+        and as the store): where each derived transition goes among the recorded events, so
+        that the order is the one the run had (the store writes its inputs in groups, after
+        the events they caused). The events the inputs give are lined up, by type, with the
+        recorded ones (leaving out the :data:`STREAMED` ones, which a record does not give
+        back): each input's transitions go just before the recorded event its first event
+        matches, or the next matched one. A derived event with no match among the next
+        :data:`LOOK_AHEAD` recorded ones (an event line edited out) is passed over. Index ``i``
+        lists the transitions before ``run.events[i]``, the last index those after the last
+        event. None when no event lines up (the transitions then go where the input lines
+        are)."""
+        matched = [i for i, event in enumerate(run.events) if event.type not in STREAMED]
+        placed: list[list[TransitionRecord]] = [[] for _ in range(len(run.events) + 1)]
+        pending: list[TransitionRecord] = []
+        at = 0
+        lined_up = False
+        for item in self.sequence:
+            if item[0] != "input" or item[1] not in derived:
+                continue
+            _, run_id, k = item
+            machine, events, marks = derived[run_id]
+            done = marks[k - 1][-1] if k else (0, 0)
+            for t1, e1 in marks[k]:
+                t0, e0 = done
+                pending.extend(machine.history[t0:t1])
+                for event in events[e0:e1]:
+                    ahead = matched[at : at + LOOK_AHEAD + 1]
+                    found = [j for j, i in enumerate(ahead) if run.events[i].type == event.type]
+                    if not found:
+                        continue
+                    at += found[0]
+                    placed[matched[at]].extend(pending)
+                    pending = []
+                    at += 1
+                    lined_up = True
+                done = (t1, e1)
+        placed[len(run.events)].extend(pending)
+        return placed if lined_up or not run.events else None
 
     def recorded_elsewhere(self, run: RecordedRun) -> bool:
         """Whether a run of the recording was made by a release whose machines differ (another

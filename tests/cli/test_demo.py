@@ -293,3 +293,30 @@ def test_file_tools_stay_inside_the_workspace(tmp_path: Path) -> None:
 
 
 # --- the run diagram ------------------------------------------------------------------------
+
+
+def test_the_demo_shows_an_agent_calling_an_agent_as_a_tree(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = run_demo(capsys)
+    assert code == 0
+    lines = out.splitlines()
+    start = lines.index(
+        "agents: a bookkeeper asks an auditor (an agent as a tool) to check the sum"
+    )
+    tree = lines[start + 1 :]
+    call = tree.index("    tool  auditor(prompt='Please check 1249.50 + 380.25 + 2112.00')")
+    result = tree.index("    ok    auditor -> Checked with the calculator: 3741.75.")
+    # the nested run's lines, tagged with the bookkeeper's call id and indented one level
+    # deeper, all come between the call and its result: the inner run is enclosed in the call
+    nested = [i for i, line in enumerate(tree) if line.startswith("      [a1] ")]
+    assert nested and call < min(nested) and max(nested) < result
+    assert [tree[i].removeprefix("      [a1] ") for i in nested] == [
+        "agent_start",
+        "tool  calculator(expression='1249.50 + 380.25 + 2112.00')",
+        "ok    calculator -> 3741.75",  # computed during the run
+        "assistant > Checked with the calculator: 3741.75.",
+        "agent_end completed",
+    ]
+    assert tree[0] == "    agent_start" and "    agent_end completed" in tree[result:]
+    assert tree[-1] == "agents outcome: completed"

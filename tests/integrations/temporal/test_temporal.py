@@ -341,7 +341,6 @@ def test_worker_command_runs_a_run_and_refuses_bad_input(temporal_server: str) -
         assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
 
 
-@pytest.mark.slow  # about 40 s on a loaded 2-core machine: run it with -m slow
 def test_fifty_queued_runs_across_two_workers(temporal_server: str, tmp_path: Path) -> None:
     queue = f"q-{uuid.uuid4()}"
     prefix = uuid.uuid4().hex[:8]
@@ -379,7 +378,6 @@ def test_fifty_queued_runs_across_two_workers(temporal_server: str, tmp_path: Pa
     assert done == sorted(["model 0", "lookup a", "model 1", "charge b", "model 2"] * 50)
 
 
-@pytest.mark.slow  # about 13 s (DBOS and Temporal started in a new process): -m slow
 def test_the_durable_bench_measures_every_engine(temporal_server: str) -> None:
     out = subprocess.run(
         [
