@@ -63,7 +63,6 @@ from agentcore_fsm.devtools.nested_records import (
     Record,
     nested_runs,
     read_records,
-    recording_records,
     without_parent,
 )
 from agentcore_fsm.persist.codec import (
@@ -75,7 +74,7 @@ from agentcore_fsm.persist.codec import (
     poll_data,
 )
 from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot, pending_effects
-from agentcore_fsm.persist.recording import RecordedRun
+from agentcore_fsm.persist.recording import RecordedRun, load_run
 from agentcore_fsm.persist.run_journal import DEFAULT_LEASE_S, StoreJournal
 from agentcore_fsm.persist.store import MemoryRunStore, RunExistsError, RunStore, RunStoreError
 from agentcore_fsm.persist.store_rules import default_owner
@@ -336,17 +335,17 @@ def read_parent(source: ForkSource, run: str | None = None) -> ParentRun:
         path = os.fspath(source)
         named = f"{path}: "
         try:
-            source = RecordedRun(machine="agent_loop", records=recording_records(path))
+            source = load_run(path)
         except OSError as exc:
             raise ForkError(f"cannot read {path}: {exc.strerror or exc}") from None
-        except (RecordError, NestedRecordError) as exc:
+        except RecordError as exc:
             raise ForkError(str(exc).splitlines()[0]) from None
     if isinstance(source, RecordedRun):
-        records = source.records
+        records = [*source.records, *source.nested_records]
         if not records:
             raise ForkError(f"{named}the recording holds no run's record (header and inputs)")
         if run is None:  # the last run that is not nested in another
-            chosen = ([r for r in records if "parent" not in r.header] or records)[-1]
+            chosen = (source.records or records)[-1]
         else:
             found = [r for r in records if r.run_id == run]
             if not found:

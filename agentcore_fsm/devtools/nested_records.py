@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentcore_fsm.persist import json_text
 from agentcore_fsm.persist.codec import RecordError
 from agentcore_fsm.persist.journal import RunSnapshot, derive_run
 from agentcore_fsm.persist.recording import RecordedRun, RunRecord, load_run
@@ -190,73 +189,13 @@ def _of_store(store: Any, origin: str) -> list[Record]:
 
 
 def recording_records(path: str | os.PathLike[str]) -> list[RunRecord]:
-    """Every run's record in a JSONL recording, nested runs' included, in the order they
-    began (the records :func:`~agentcore_fsm.persist.recording.load_run` gives, then those it
-    leaves out).
-
-    The file is validated by :func:`~agentcore_fsm.persist.recording.load_run` (its errors pass
-    through), except that an error it finds in a nested run's record (one whose header has a
-    ``"parent"``) is left to the readers of that run, which derive it again; the nested runs'
-    ``header``/``input``/``end`` lines are read here. Raises
-    :class:`~agentcore_fsm.persist.codec.RecordError` or :class:`NestedRecordError` naming the
-    line, ``OSError`` when the file cannot be read."""
-    try:
-        listed = load_run(path).records
-    except RecordError as exc:
-        try:
-            failed = _scan(path).get(exc.run_id or "")
-        except NestedRecordError:
-            failed = None
-        if failed is None or "parent" not in failed.header:
-            raise
-        listed = []
-    scanned = _scan(path)
-    found: dict[str, RunRecord] = {r.run_id: r for r in listed}
-    for run_id, record in scanned.items():
-        found.setdefault(run_id, record)
-    return list(found.values())
-
-
-def _scan(path: str | os.PathLike[str]) -> dict[str, RunRecord]:
-    """The records (``header``, ``input``, ``end`` lines) of every run in a recording; other
-    lines, and lines that do not parse, are left to :func:`load_run`."""
-    records: dict[str, RunRecord] = {}
-    code_points = False
-    with open(path, encoding="utf-8", errors="surrogateescape") as file:
-        for number, line in enumerate(file, 1):
-            where = f"{os.fspath(path)}:{number}"
-            try:
-                obj = json_text.loads(line, every_surrogate_escape=code_points)
-            except (ValueError, RecursionError):
-                continue
-            if not isinstance(obj, dict):
-                continue
-            kind, run_id = obj.get("kind"), obj.get("run")
-            if kind == "run":
-                code_points = obj.get("surrogates") == "escaped"
-            if kind not in ("header", "input", "end") or not isinstance(run_id, str):
-                continue
-            record = records.get(run_id)
-            if kind == "header":
-                header = obj.get("header")
-                if not isinstance(header, dict) or record is not None:
-                    raise NestedRecordError(f"{where}: a bad or second header of run {run_id!r}")
-                records[run_id] = RunRecord(run_id, header, header_line=number)
-            elif record is None:
-                raise NestedRecordError(
-                    f"{where}: a {kind} record of run {run_id!r} before its header line"
-                )
-            elif kind == "end":
-                record.end_reason = str(obj.get("reason"))
-            else:
-                entry = obj.get("entry")
-                if obj.get("n") != len(record.entries) or not isinstance(entry, dict):
-                    raise NestedRecordError(
-                        f"{where}: an input of run {run_id!r} out of order or without an entry"
-                    )
-                record.entries.append(entry)
-                record.entry_lines.append(number)
-    return records
+    """Every run's record in a JSONL recording: the outermost runs' (in the order they began),
+    then the nested runs' (:attr:`~agentcore_fsm.persist.recording.RecordedRun.nested_records`).
+    The file is read, and validated, by :func:`~agentcore_fsm.persist.recording.load_run`,
+    whose errors pass through (a :class:`~agentcore_fsm.persist.codec.RecordError` naming the
+    line, ``OSError`` when the file cannot be read)."""
+    recorded = load_run(path)
+    return [*recorded.records, *recorded.nested_records]
 
 
 def _of_recording(path: Path) -> list[Record]:
@@ -294,7 +233,10 @@ def read_records(source: Any) -> dict[str, Record]:
         else:
             records = _of_recording(path)
     elif isinstance(source, RecordedRun):
-        records = [Record(r.run_id, r.header, r.entries, r.end_reason) for r in source.records]
+        records = [
+            Record(r.run_id, r.header, r.entries, r.end_reason)
+            for r in [*source.records, *source.nested_records]
+        ]
     elif callable(getattr(source, "runs", None)) and callable(getattr(source, "load", None)):
         records = _of_store(source, type(source).__name__)
     elif isinstance(source, Iterable):

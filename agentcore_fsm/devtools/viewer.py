@@ -38,7 +38,6 @@ from agentcore_fsm.devtools.nested_records import (
     NestedRecordError,
     Record,
     nesting,
-    recording_records,
 )
 from agentcore_fsm.devtools.viewer_data import (
     RunSource,
@@ -49,7 +48,7 @@ from agentcore_fsm.devtools.viewer_data import (
 )
 from agentcore_fsm.devtools.viewer_svg import Layout, diagram_svg
 from agentcore_fsm.persist.codec import RecordError
-from agentcore_fsm.persist.recording import RecordedRun, RunRecord
+from agentcore_fsm.persist.recording import RecordedRun, RunRecord, load_run
 from agentcore_fsm.persist.store_rules import RunStoreError, StoredRun
 
 __all__ = [
@@ -82,7 +81,7 @@ def _of_recorded(recording: RecordedRun, origin: str) -> list[RunSource]:
             r.end_reason,
             f"{origin}:{r.header_line}" if r.header_line else origin,
         )
-        for r in recording.records
+        for r in [*recording.records, *recording.nested_records]  # nested runs' records too
     ]
 
 
@@ -118,12 +117,12 @@ def _of_path(path: Path, run_ids: Sequence[str] | None) -> list[RunSource]:
         finally:
             store.close()
     try:
-        records = recording_records(path)  # nested runs' records too
+        recording = load_run(path)
     except RecordError as exc:
         raise ViewerError(_one_line(str(exc))) from None
     except OSError as exc:
         raise ViewerError(f"cannot read {path}: {exc.strerror or exc}") from None
-    sources = _of_recorded(RecordedRun(machine="agent_loop", records=records), str(path))
+    sources = _of_recorded(recording, str(path))
     if run_ids:
         known = {s.run_id for s in sources}
         missing = [r for r in run_ids if r not in known]
