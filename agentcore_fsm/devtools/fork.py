@@ -537,7 +537,13 @@ def _copy_nested(
         link = dict(header["parent"])
         link["run"] = fork + str(link["run"])[len(parent) :]
         header["parent"] = link
-        store.create_run(run_id, header, session_id=None, owner=owner, lease_s=lease_s)
+        try:
+            store.create_run(run_id, header, session_id=None, owner=owner, lease_s=lease_s)
+        except RunExistsError:
+            raise ForkError(
+                f"the fork's nested run {run_id!r} already exists in {store!r} (the fork "
+                f"{fork!r} was written, its nested runs not)"
+            ) from None
         for seq, entry in enumerate(record.entries):
             store.append(run_id, seq, entry, owner=owner, lease_s=lease_s)
         if record.end_reason is not None:
