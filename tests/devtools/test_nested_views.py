@@ -306,3 +306,19 @@ def test_records_of_a_recording_include_the_nested_runs(recording: Path) -> None
     records = read_records(recording)
     assert list(records) == ["run-1", RESEARCHER, CHECKER]
     assert records[CHECKER].header["parent"]["agents"] == ["researcher", "checker"]
+
+
+def test_a_fork_whose_nested_run_id_is_taken_says_so(store: MemoryRunStore) -> None:
+    target = MemoryRunStore()
+    copy_run(store, CHECKER, target, "mine/1.c1", None)  # the id the fork's copy would take
+    with pytest.raises(ForkError, match=re.escape("nested run 'mine/1.c1' already exists")):
+        fork_run_sync(
+            store,
+            3,
+            run="run-1",
+            config=AgentLoopConfig(model=MODEL),
+            tools=boss_tools(),
+            stream_fn=FauxProvider([faux_response("x")]),
+            store=target,
+            run_id="mine",
+        )
