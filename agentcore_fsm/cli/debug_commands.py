@@ -55,6 +55,7 @@ from agentcore_fsm.devtools.fork import (
     ToolResult,
     check_fork,
     fork_run,
+    nested_to_keep,
     plan_fork,
     polled_items,
     read_parent,
@@ -271,7 +272,9 @@ def _fork(args: argparse.Namespace, workspace: Path) -> str:
         config = given or AgentLoopConfig(model=DEMO_MODEL)
         tools = list(_attr(args.tools, "--tools")) if args.tools else []
         stream = _attr(args.stream, "--stream") if args.stream else None
-    check_fork(plan, config, tools)  # everything checked: now the fork is written
+    check_fork(plan, config, tools)
+    nested_to_keep(source, plan)  # nested records that do not fit: refused now
+    # everything checked: now the fork is written
 
     async def go() -> str:
         with RunRecorder(args.out) as recorder:

@@ -3,7 +3,7 @@
 ::
 
     agentcore-fsm diagram [--machine loop|agent] [--format mermaid|dot|svg|png] [--out FILE]
-    agentcore-fsm diagram --run RUN.jsonl [--run-number N] [--format ...] [--out FILE]
+    agentcore-fsm diagram --run RUN.jsonl|RUNS.db [--run-number N] [--format ...] [--out FILE]
     agentcore-fsm diagram --run RUN.jsonl --steps [--format markdown|mermaid] [--out FILE]
     agentcore-fsm diagram --regenerate [--check]        # keeps diagrams/ in step (make diagrams)
 
@@ -15,6 +15,14 @@ events recorded after each step), or with ``--format mermaid`` a sequence diagra
 numbers (see :func:`~agentcore_fsm.devtools.diagrams.steps_markdown`). A recording of several
 runs (an Agent's prompts) is drawn one run at a time: the last by default, ``--run-number N``
 for another; the title says which (``recorded run 2 of 3``).
+
+A run with **nested runs** (an agent used as a tool: their records are in the same recording
+or store, docs/multi-agent.md) is drawn with a cluster per nested run, holding the states and
+transitions that run took, labelled with its path of agents and calls, inside the cluster of
+the run that called it; a dotted arrow goes from the state the caller stood in. ``--run`` also
+takes a SQLite run store (its runs are numbered in the order they began, nested runs aside).
+A nested record that does not fit its parent (its parent missing, a ``"parent"`` header of the
+wrong shape) is a one-line error naming the run, exit status 2.
 
 With ``--out`` and no ``--format``, the suffix decides the format (``.mmd``/``.mermaid``,
 ``.dot``/``.gv``, ``.svg``, ``.png``; no suffix: Mermaid; with ``--steps``: ``.md``/``.markdown``,
@@ -54,11 +62,14 @@ from agentcore_fsm.devtools.diagrams import (
     STEPS_FORMATS,
     Format,
     GraphvizError,
+    RunView,
     StepsFormat,
     render,
     render_steps,
     view_of_recording,
 )
+from agentcore_fsm.devtools.nested_records import SQLITE_MAGIC, NestedRecordError, nesting
+from agentcore_fsm.devtools.run_views import view_with_nested
 
 __all__ = [
     "UsageError",
@@ -245,7 +256,11 @@ def _parser() -> argparse.ArgumentParser:
         help="write here instead of standard output (its directory must exist); without "
         f"--format the suffix decides: {_suffix_list()}; no suffix: mermaid",
     )
-    parser.add_argument("--run", metavar="RUN.jsonl", help="draw a run recorded by RunRecorder")
+    parser.add_argument(
+        "--run",
+        metavar="RUN.jsonl",
+        help="draw a run recorded by RunRecorder (or a SQLite run store's), with its nested runs",
+    )
     parser.add_argument(
         "--run-number",
         metavar="N",
@@ -313,6 +328,21 @@ def _read_error(exc: OSError) -> str:
     return str(exc)
 
 
+def _run_view(path: Path, machine: str | None, number: int | None) -> tuple[Declaration, RunView]:
+    """The view of ``--run``: a recording's run (:func:`view_of_recording`), or, when the file
+    is a SQLite run store or holds nested runs' records, the run derived from its record with
+    its nested runs as clusters (:func:`~agentcore_fsm.devtools.run_views.view_with_nested`;
+    ``number`` counts the runs that are not nested)."""
+    if machine not in (None, "agent_loop"):
+        return view_of_recording(path, machine, number)
+    data = path.read_bytes()
+    sqlite = data.startswith(SQLITE_MAGIC)
+    # a recording with no "parent" key holds no nested run: read once, as always
+    if sqlite or (b'"parent"' in data and any(nesting(path))):
+        return view_with_nested(path, run=number)
+    return view_of_recording(path, machine, number)
+
+
 def main(argv: list[str]) -> int:
     """``agentcore-fsm diagram``: see the module docstring. Returns the exit status."""
     parser = _parser()
@@ -357,9 +387,11 @@ def main(argv: list[str]) -> int:
     try:
         if args.run is not None:
             try:
-                decl, view = view_of_recording(Path(args.run), machine, args.run_number)
+                decl, view = _run_view(Path(args.run), machine, args.run_number)
             except OSError as exc:
                 return _error(_read_error(exc))
+            except NestedRecordError as exc:
+                return _error(str(exc), 2)
             result = render_steps(decl, view, steps) if steps else render(decl, fmt, view)
         else:
             result = render(load_declaration(machine or "agent_loop"), fmt)

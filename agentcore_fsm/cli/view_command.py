@@ -5,11 +5,14 @@ stored run (:mod:`agentcore_fsm.devtools.viewer`; docs/viewer.md).
 told apart by the file's first bytes. ``--run ID`` (repeatable) picks runs; by default every run
 the file holds is in the page, with a run picker. ``-o``/``--out`` names the page (default: the
 record's name with ``.html``); ``--layout`` how the diagram is laid out (``auto``: Graphviz when
-installed, else the viewer's own layout; ``dot``; ``simple``).
+installed, else the viewer's own layout; ``dot``; ``simple``). Nested runs (agents used as
+tools, whose records name their caller) are found on their own and shown as sub-timelines
+under the step their call started at; ``--run ID`` brings the runs nested in ``ID`` along.
 
 Exit status: 0 when the page was written (its path is printed); 2 for a bad argument or a
-record the viewer cannot show (missing, damaged, of another declaration, no such run, or
-``--layout dot`` without Graphviz), with a one-line error naming what was wrong; 1 when the
+record the viewer cannot show (missing, damaged, of another declaration, no such run, a
+nested run's record that does not fit its caller, or ``--layout dot`` without Graphviz),
+with a one-line error naming what was wrong; 1 when the
 page could not be written. Nothing is written unless the whole page could be made.
 """
 

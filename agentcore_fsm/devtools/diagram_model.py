@@ -92,6 +92,9 @@ class RunView:
     events: tuple[tuple[str, ...], ...] = ()
     waited: tuple[float | None, ...] = ()
     waiting: float | None = None
+    nested: tuple[NestedView, ...] = ()
+    """The runs nested in this one (an agent used as a tool: docs/multi-agent.md), each drawn
+    as a cluster of the states and transitions it took (:class:`NestedView`)."""
 
     @property
     def despite_tool_errors(self) -> bool:
@@ -115,6 +118,61 @@ class RunView:
         return sum(spans), len(spans), still is not None
 
 
+@dataclass(frozen=True)
+class NestedView:
+    """A run nested in another, as its diagram draws it: a cluster (a framed subgraph) holding
+    the states the nested run visited and the transitions it took, with counts, labelled with
+    ``label`` (the agents and calls from the outermost run: ``researcher (c1) > checker
+    (c7)``), its ``run_id``, the parent's ``step`` it started at and how it ended. A dotted
+    arrow goes from the parent's state ``where`` (where the parent stood while the call ran) to
+    the cluster. Its own nested runs are clusters inside it (``view.nested``)."""
+
+    run_id: str
+    label: str
+    step: int
+    where: str
+    view: RunView
+
+
+def nested_title(nested: NestedView) -> str:
+    """The second line of a nested run's cluster: ``run-1/1.c1 · from step 1 · 6
+    transitions, ended: completed`` (the step counted from 0, as the record numbers it)."""
+    view = nested.view
+    return (
+        f"{nested.run_id} \N{MIDDLE DOT} from step {nested.step} \N{MIDDLE DOT} "
+        f"{_plural(len(view.path), 'transition')}, {_outcome_text(view)}"
+    )
+
+
+def nested_clusters(view: RunView) -> list[tuple[int, NestedView, int]]:
+    """Every nested run below ``view``, depth first, numbered from 1: ``(number, nested,
+    number of the cluster it is drawn in, 0 for the main drawing)``."""
+    out: list[tuple[int, NestedView, int]] = []
+
+    def walk(run: RunView, inside: int) -> None:
+        for nested in run.nested:
+            number = len(out) + 1
+            out.append((number, nested, inside))
+            walk(nested.view, number)
+
+    walk(view, 0)
+    return out
+
+
+def taken_groups(decl: Declaration, view: RunView) -> list[ArrowGroup]:
+    """The arrows a run took (with their counts): what a nested run's cluster draws."""
+    return [group for group in arrow_groups(decl, view) if group.count]
+
+
+def taken_label(group: ArrowGroup) -> list[str]:
+    """The lines of a taken arrow in a cluster: each fired entry's count and triggers."""
+    return [
+        f"{entry.count}{TIMES} {' | '.join(entry.triggers)}"
+        for entry in group.entries
+        if entry.count
+    ]
+
+
 def run_view(
     decl: Declaration,
     transitions: Iterable[_Record],
@@ -127,6 +185,7 @@ def run_view(
     events: Sequence[Sequence[str]] | None = None,
     times: Sequence[float | None] | None = None,
     now: float | None = None,
+    nested: Sequence[NestedView] = (),
 ) -> RunView:
     """Check a run's transitions against ``decl`` and summarise them for drawing.
 
@@ -155,6 +214,7 @@ def run_view(
     (:data:`WAIT_STATES`): from the step into it to the step out of it. ``now``: the clock
     reading at the end of the records (a recording's last one), for a run that still waits in
     its current state. ``times`` of another length than the records raise ``ValueError``.
+    ``nested``: the runs nested in this one (:class:`NestedView`), carried into the view.
     """
     records = list(transitions)
     if events is not None and len(events) != len(records):
@@ -227,6 +287,7 @@ def run_view(
         events=tuple(tuple(e) for e in events) if events is not None else (),
         waited=waited,
         waiting=waiting,
+        nested=tuple(nested),
     )
 
 

@@ -33,6 +33,7 @@ from agentcore_fsm.devtools.diff_render import (
     step_summary,
 )
 from agentcore_fsm.devtools.fork import ForkError, ForkResult, ForkSource, ParentRun, read_parent
+from agentcore_fsm.devtools.nested_records import without_parent
 from agentcore_fsm.devtools.replay_compare import plain_event
 from agentcore_fsm.persist.codec import RecordError
 from agentcore_fsm.persist.journal import RunSnapshot, derive_run
@@ -125,7 +126,7 @@ def run_steps_of(source: DiffSource, run: str | None = None) -> RunSteps:
         format=header.get("format", 0) if isinstance(header, dict) else 0,
         declaration=header.get("declaration", "") if isinstance(header, dict) else "",
         declaration_hash=header.get("declaration_hash", "") if isinstance(header, dict) else "",
-        header=header,
+        header=without_parent(header) if isinstance(header, dict) else header,
         entries=parent.entries,
     )
     try:

@@ -28,6 +28,7 @@ from agentcore_fsm.devtools.diagram_model import (
     TIMES,
     ArrowGroup,
     Format,
+    NestedView,
     RunView,
     arrow_groups,
     diagram_title,
@@ -35,8 +36,12 @@ from agentcore_fsm.devtools.diagram_model import (
     emit_lines,
     fatal_group,
     is_auto,
+    nested_clusters,
+    nested_title,
     state_class,
     state_notes,
+    taken_groups,
+    taken_label,
     variable_label_lines,
     variable_lines,
     wait_text,
@@ -270,8 +275,75 @@ def to_dot(decl: Declaration, run: RunView | None = None) -> str:
             else:
                 attrs.update(color=FADED)
         out.append(f"  {_q(group.source)} -> {_q(group.dest)} {_attrs(**attrs)};")
+    if run is not None and run.nested:
+        out[2] = out[2][:-2] + ', compound="true"];'
+        out += _clusters(decl, run)
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _cluster_node(number: int, state: str) -> str:
+    return _q(f"n{number}:{state}")
+
+
+def _clusters(decl: Declaration, run: RunView) -> list[str]:
+    """The nested runs of ``run`` as clusters (each inside its parent's), and a dotted arrow
+    from the state where the parent stood while the call ran to each."""
+    every = nested_clusters(run)
+    inside: dict[int, list[tuple[int, NestedView]]] = {}
+    for number, nested, parent in every:
+        inside.setdefault(parent, []).append((number, nested))
+    lines: list[str] = []
+
+    def cluster(number: int, nested: NestedView, indent: str) -> None:
+        view = nested.view
+        title = (
+            f'<<b>{_h(nested.label)}</b><br/><font point-size="9" color="{MUTED}">'
+            f"{_h(nested_title(nested))}</font>>"
+        )
+        lines.append(f"{indent}subgraph {_q(f'cluster_n{number}')} {{")
+        lines.append(
+            f"{indent}  graph "
+            + _attrs(label=title, style="rounded,dashed", color=PATH_COLOUR, id=f"nested-{number}")
+            + ";"
+        )
+        shown = [name for name in decl.states if name in view.visited]
+        for name in shown:
+            cls = state_class(view, name)
+            attrs = {"label": _node_label(decl, name, view), "id": f"n{number}-state-{name}"}
+            attrs.update(_STATE_STYLE[cls])
+            attrs["class"] = cls
+            lines.append(f"{indent}  {_cluster_node(number, name)} {_attrs(**attrs)};")
+        for group in taken_groups(decl, view):
+            label = "<br/>".join(_h(line) for line in taken_label(group))
+            attrs = {
+                "label": f"<{label}>",
+                "color": PATH_COLOUR,
+                "penwidth": f"{edge_width(group.count):g}",
+                "class": "taken",
+            }
+            if group.exceptional:
+                attrs["style"] = "dashed"
+            source, dest = _cluster_node(number, group.source), _cluster_node(number, group.dest)
+            lines.append(f"{indent}  {source} -> {dest} {_attrs(**attrs)};")
+        for child, inner in inside.get(number, []):
+            cluster(child, inner, indent + "  ")
+        lines.append(f"{indent}}}")
+
+    for number, nested in inside.get(0, []):
+        cluster(number, nested, "  ")
+    for number, nested, parent in every:
+        source = _q(nested.where) if parent == 0 else _cluster_node(parent, nested.where)
+        first = _cluster_node(number, decl.initial)
+        attrs = {
+            "style": "dotted",
+            "color": PATH_COLOUR,
+            "label": nested.label.rsplit(" > ", 1)[-1],
+            "lhead": f"cluster_n{number}",
+            "id": f"nested-call-{number}",
+        }
+        lines.append(f"  {source} -> {first} {_attrs(**attrs)};")
+    return lines
 
 
 # --- Graphviz -----------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,7 +56,15 @@ from agentcore_fsm.core.config import AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.messages import AgentMessage, AssistantMessage, Model, TextContent, now_ms
 from agentcore_fsm.core.protocol import Start, Step
+from agentcore_fsm.core.run_context import bind_run, current_scope
 from agentcore_fsm.core.tools import AgentTool, AgentToolResult
+from agentcore_fsm.devtools.nested_records import (
+    NestedRecordError,
+    Record,
+    nested_runs,
+    read_records,
+    without_parent,
+)
 from agentcore_fsm.persist.codec import (
     RecordError,
     decode_message,
@@ -90,6 +99,7 @@ __all__ = [
     "check_fork",
     "fork_run",
     "fork_run_sync",
+    "nested_to_keep",
     "plan_fork",
     "polled_items",
     "read_parent",
@@ -331,11 +341,11 @@ def read_parent(source: ForkSource, run: str | None = None) -> ParentRun:
         except RecordError as exc:
             raise ForkError(str(exc).splitlines()[0]) from None
     if isinstance(source, RecordedRun):
-        records = source.records
+        records = [*source.records, *source.nested_records]
         if not records:
             raise ForkError(f"{named}the recording holds no run's record (header and inputs)")
-        if run is None:
-            chosen = records[-1]
+        if run is None:  # the last run that is not nested in another
+            chosen = (source.records or records)[-1]
         else:
             found = [r for r in records if r.run_id == run]
             if not found:
@@ -395,7 +405,8 @@ def plan_fork(parent: ParentRun, at: int, edit: Edit | None = None) -> ForkPlan:
             f"{where} is a {kind}; a {name} edit fits a {_kinds(fits)} step"
             + (hint if places else ": the run has none")
         )
-    header = dict(parent.header)
+    header = without_parent(parent.header)  # a fork of a nested run is a run of its own
+    header = dict(header)
     entries = [dict(e) for e in parent.entries[:at]]
     described: dict[str, Any] | None = None
     if edit is not None:
@@ -493,6 +504,54 @@ def _create(store: RunStore, plan: ForkPlan, run_id: str | None, owner: str, lea
     raise ForkError(f"no free run id like {base!r} in {store!r}")
 
 
+def nested_to_keep(source: ForkSource, plan: ForkPlan) -> list[Record]:
+    """The records of the runs nested in the parent (at any depth) whose call finished before
+    the fork step: the fork replays their results, so it keeps their records too. A nested
+    record that does not fit its parent is a :class:`ForkError`."""
+    if isinstance(source, RunSnapshot):
+        return []
+    try:
+        records = read_records(source)
+        if plan.parent.run_id not in records:
+            return []
+        runs = nested_runs(records, plan.parent.run_id)
+    except OSError as exc:
+        raise ForkError(f"cannot read the nested runs: {exc.strerror or exc}") from None
+    except (NestedRecordError, RecordError) as exc:
+        raise ForkError(str(exc).splitlines()[0]) from None
+    return [
+        records[inner.run_id]
+        for run in runs
+        if run.finished is not None and run.finished < plan.at
+        for inner in run.walk()
+    ]
+
+
+def _copy_nested(
+    records: Sequence[Record], parent: str, fork: str, store: RunStore, owner: str, lease_s: float
+) -> None:
+    """Copy nested runs' records into the fork's store, under the fork's run id."""
+    for record in records:
+        run_id = fork + record.run_id[len(parent) :]
+        header = dict(record.header)
+        link = dict(header["parent"])
+        link["run"] = fork + str(link["run"])[len(parent) :]
+        header["parent"] = link
+        try:
+            store.create_run(run_id, header, session_id=None, owner=owner, lease_s=lease_s)
+        except RunExistsError:
+            raise ForkError(
+                f"the fork's nested run {run_id!r} already exists in {store!r} (the fork "
+                f"{fork!r} was written, its nested runs not)"
+            ) from None
+        for seq, entry in enumerate(record.entries):
+            store.append(run_id, seq, entry, owner=owner, lease_s=lease_s)
+        if record.end_reason is not None:
+            store.finish(run_id, record.end_reason, owner=owner)
+        elif callable(release := getattr(store, "release", None)):
+            release(run_id, owner)
+
+
 async def fork_run(
     source: ForkSource,
     at: int,
@@ -527,9 +586,11 @@ async def fork_run(
     plan = plan_fork(parent, at, edit)
     config = config if config is not None else AgentLoopConfig(model=Model(id="fork"))
     check_fork(plan, config, tools)  # before anything is written
+    kept = nested_to_keep(source, plan)
     store = store if store is not None else MemoryRunStore()
     owner = default_owner()
     new_id = _create(store, plan, run_id, owner, lease_s)
+    _copy_nested(kept, plan.parent.run_id, new_id, store, owner, lease_s)
     journal = StoreJournal(store, new_id, owner=owner, lease_s=lease_s, existing=len(plan.entries))
     try:
         machine, steps = _restore(plan, config, tools, new_id, on_transition)
@@ -557,18 +618,23 @@ async def fork_run(
         controller.abort()
         signal = controller.signal
     try:
-        messages = await run_machine(
-            machine,
-            first=first,
-            journal=journal,
-            stream_fn=fn,
-            emit=emit,
-            signal=signal,
-            observers=select_observers(instrument, observers),
-            run_id=new_id,
-            resumed=True,
-            on_transition=on_transition,
-        )
+        # a scope of its own (an Agent's bound one aside), so that a nested call the fork
+        # makes live is journaled under the fork's run id (docs/multi-agent.md)
+        scope = current_scope()
+        own = bind_run() if scope is None or scope.machine is not None else nullcontext()
+        with own:
+            messages = await run_machine(
+                machine,
+                first=first,
+                journal=journal,
+                stream_fn=fn,
+                emit=emit,
+                signal=signal,
+                observers=select_observers(instrument, observers),
+                run_id=new_id,
+                resumed=True,
+                on_transition=on_transition,
+            )
     finally:
         remove()
     return ForkResult(new_id, parent.run_id, at, messages, store)

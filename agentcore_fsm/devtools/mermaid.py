@@ -18,14 +18,19 @@ from agentcore_fsm.devtools.diagram_model import (
     STATE_COLOURS,
     TIMES,
     ArrowEntry,
+    NestedView,
     RunView,
     arrow_groups,
     diagram_title,
     edge_width,
     emit_lines,
     fatal_group,
+    nested_clusters,
+    nested_title,
     state_class,
     state_notes,
+    taken_groups,
+    taken_label,
     variable_label_lines,
     variable_lines,
     wait_text,
@@ -227,6 +232,11 @@ def run_to_mermaid(decl: Declaration, run: RunView) -> str:
         out.append(
             f'    {source} {arrow}|"{label}"| {dest}' if label else f"    {source} {arrow} {dest}"
         )
+    clustered: dict[str, list[str]] = {}
+    if run.nested:
+        cluster_lines, cluster_styles, clustered = _clusters(decl, run, ids)
+        out += cluster_lines
+        links += [("", "", "", False, style) for style in cluster_styles]
     for number, (*_, style) in enumerate(links):
         out.append(f"    linkStyle {number} {style}")
     for cls, (fill, stroke, width) in STATE_COLOURS.items():
@@ -238,8 +248,62 @@ def run_to_mermaid(decl: Declaration, run: RunView) -> str:
     classes: dict[str, list[str]] = {}
     for name in decl.states:
         classes.setdefault(state_class(run, name), []).append(ids[name])
+    for cls, names in clustered.items():
+        classes.setdefault(cls, []).extend(names)
     for cls in STATE_COLOURS:
         if cls in classes:
             out.append(f"    class {','.join(classes[cls])} {cls}")
     out.append(f"    class {start},{end} terminal")
     return "\n".join(out) + "\n"
+
+
+def _clusters(
+    decl: Declaration, run: RunView, ids: dict[str, str]
+) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """The nested runs of ``run`` as subgraphs (each inside its parent's) holding the states
+    they visited and the arrows they took, and a dotted arrow from the state where the parent
+    stood while the call ran to each: the lines, the links' styles (in the order the lines
+    define the links) and the nodes of each state class."""
+    every = nested_clusters(run)
+    inside: dict[int, list[tuple[int, NestedView]]] = {}
+    for number, nested, parent in every:
+        inside.setdefault(parent, []).append((number, nested))
+    lines: list[str] = []
+    styles: list[str] = []
+    classes: dict[str, list[str]] = {}
+
+    def node(number: int, state: str) -> str:
+        return f"n{number}_{ids[state]}"
+
+    def cluster(number: int, nested: NestedView, indent: str) -> None:
+        view = nested.view
+        title = f"<b>{mermaid_text(nested.label)}</b><br/>{mermaid_text(nested_title(nested))}"
+        lines.append(f'{indent}subgraph nested_{number}["{title}"]')
+        for name in decl.states:
+            if name not in view.visited:
+                continue
+            text = [f"<b>{mermaid_text(name)}</b>"]
+            mark, details = state_notes(view, name)
+            if mark is not None:
+                text.append(f"<b>{mermaid_text(mark)}</b>")
+            text += [mermaid_text(line) for line in details]
+            lines.append(f'{indent}    {node(number, name)}("{"<br/>".join(text)}")')
+            classes.setdefault(state_class(view, name), []).append(node(number, name))
+        for group in taken_groups(decl, view):
+            label = "<br/>".join(mermaid_text(line) for line in taken_label(group))
+            arrow = "-.->" if group.exceptional else "-->"
+            source, dest = node(number, group.source), node(number, group.dest)
+            lines.append(f'{indent}    {source} {arrow}|"{label}"| {dest}')
+            styles.append(_link_style(PATH_COLOUR, edge_width(group.count), INK, group.exceptional))
+        for child, inner in inside.get(number, []):
+            cluster(child, inner, indent + "    ")
+        lines.append(f"{indent}end")
+
+    for number, nested in inside.get(0, []):
+        cluster(number, nested, "    ")
+    for number, nested, parent in every:
+        source = ids[nested.where] if parent == 0 else node(parent, nested.where)
+        call = mermaid_text(nested.label.rsplit(" > ", 1)[-1])
+        lines.append(f'    {source} -.->|"{call}"| nested_{number}')
+        styles.append(_link_style(PATH_COLOUR, 1.5, INK, dashed=True))
+    return lines, styles, classes

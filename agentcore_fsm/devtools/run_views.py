@@ -15,6 +15,7 @@ from agentcore_fsm.devtools.diagram_model import (
     EXCEPTIONAL_TRIGGERS,
     MACHINE_ALIASES,
     TIMES,
+    NestedView,
     RunView,
     diagram_title,
     guard_text,
@@ -117,6 +118,95 @@ def view_of_recording(
         now=now,
     )
     return decl, view
+
+
+def view_of_record(record: Any, label: str = "recorded run", nested: Sequence[Any] = ()) -> RunView:
+    """The view of one run's record (a :class:`~agentcore_fsm.devtools.nested_records.Record`:
+    its header and entries), derived from its inputs: each transition gets the events its input
+    produced (after the input's last transition) and its entry's timestamp as clock reading;
+    the outcome is the record's end reason. ``nested`` as for :func:`run_view`. A damaged record
+    raises :class:`~agentcore_fsm.persist.codec.RecordError`."""
+    from agentcore_fsm.devtools.nested_records import without_parent
+    from agentcore_fsm.persist.journal import RunSnapshot, derive_run
+    from agentcore_fsm.persist.recording import describe_event, run_error, tool_errors
+
+    snapshot = RunSnapshot.of(without_parent(record.header), record.entries)
+    derived = derive_run(snapshot, run_id=record.run_id)
+    machine = derived.machine
+    history = list(machine.history)
+    events: list[list[str]] = [[] for _ in history]
+    times: list[float | None] = [None for _ in history]
+    all_events = derived.events
+    t_done = e_done = 0
+    for k, marks in enumerate(derived.marks):
+        stamp = record.entries[k].get("timestamp") if k < len(record.entries) else None
+        seconds = stamp / 1000 if isinstance(stamp, int) and not isinstance(stamp, bool) else None
+        for t_end, e_end in marks:
+            for t in range(t_done, t_end):
+                times[t] = seconds
+            if t_end:
+                events[t_end - 1] += [describe_event(e) for e in all_events[e_done:e_end]]
+            t_done, e_done = t_end, e_end
+    messages = list(machine.new_messages)
+    reason = record.end_reason
+    return run_view(
+        machine.declaration,
+        history,
+        outcome=reason,
+        label=label,
+        error=run_error(messages, reason),
+        tool_errors=tool_errors(messages),
+        events=events,
+        times=times,
+        nested=nested,
+    )
+
+
+def _nested_views(records: Any, runs: Sequence[Any]) -> list[NestedView]:
+    from agentcore_fsm.devtools.nested_records import without_parent
+    from agentcore_fsm.persist.journal import RunSnapshot, derive_run
+
+    out: list[NestedView] = []
+    for run in runs:
+        parent = records[run.parent]
+        snapshot = RunSnapshot.of(without_parent(parent.header), parent.entries[: run.step + 1])
+        where = derive_run(snapshot, run_id=parent.run_id).machine.state
+        inner = _nested_views(records, run.children)
+        view = view_of_record(records[run.run_id], label=run.label, nested=inner)
+        out.append(NestedView(run.run_id, run.label, run.step, where, view))
+    return out
+
+
+def view_with_nested(
+    source: Any, run_id: str | None = None, run: int | None = None
+) -> tuple[Declaration, RunView]:
+    """The declaration and view of a run of a store or recording (see
+    :func:`~agentcore_fsm.devtools.nested_records.read_records`), derived from its record, with
+    the runs nested in it (:attr:`RunView.nested`: each drawn as a cluster by
+    :func:`~agentcore_fsm.devtools.dot.to_dot` and
+    :func:`~agentcore_fsm.devtools.mermaid.to_mermaid`). The run is ``run_id``, or the
+    ``run``-th of the runs that are not nested (1 for the first; default: the last). Raises
+    :class:`~agentcore_fsm.devtools.nested_records.NestedRecordError` for nested records that
+    do not fit their parents, ``ValueError`` for a run the source does not hold or a damaged
+    record."""
+    from agentcore_fsm.devtools.nested_records import nested_runs, read_records, top_level
+
+    records = read_records(source)
+    tops = top_level(records)
+    if run_id is None:
+        if not tops:
+            raise ValueError("no run's record (header and inputs) to draw")
+        if run is not None and not 1 <= run <= len(tops):
+            raise ValueError(f"run {run}: there are {_runs(len(tops))} (number 1 to {len(tops)})")
+        number = len(tops) if run is None else run
+        run_id = tops[number - 1]
+    elif run_id not in records:
+        raise ValueError(f"no run {run_id!r} to draw")
+    nested = _nested_views(records, nested_runs(records, run_id))
+    number = tops.index(run_id) + 1 if run_id in tops else 0
+    label = f"run {run_id}" + (f" ({number} of {len(tops)})" if len(tops) > 1 else "")
+    view = view_of_record(records[run_id], label=label, nested=nested)
+    return load_declaration(str(records[run_id].header.get("declaration"))), view
 
 
 def run_spans(transitions: Sequence[Any], initial: str) -> list[tuple[int, int]]:

@@ -34,6 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_fsm.devtools.dot import GraphvizError
+from agentcore_fsm.devtools.nested_records import (
+    NestedRecordError,
+    Record,
+    nesting,
+)
 from agentcore_fsm.devtools.viewer_data import (
     RunSource,
     ViewerError,
@@ -76,7 +81,7 @@ def _of_recorded(recording: RecordedRun, origin: str) -> list[RunSource]:
             r.end_reason,
             f"{origin}:{r.header_line}" if r.header_line else origin,
         )
-        for r in recording.records
+        for r in [*recording.records, *recording.nested_records]  # nested runs' records too
     ]
 
 
@@ -189,10 +194,41 @@ def view_data(
     """The data the viewer's page holds for the runs in ``source`` (see :func:`viewer_html`
     for the arguments and :func:`~agentcore_fsm.devtools.viewer_data.run_data` for the form):
     one item per top-level run, nested runs inside their parents."""
-    runs = nest(load_sources(source, run_ids), nested)
+    if nested is None:  # found in the runs' headers (a nested run names its parent)
+        if run_ids:
+            load_sources(source, run_ids)  # an unknown run: the source's own error text
+        every = load_sources(source)
+        try:
+            nested = nesting([Record(r.run_id, r.header, r.entries) for r in every])
+        except NestedRecordError as exc:
+            raise ViewerError(str(exc)) from None
+        runs = nest(_picked(every, run_ids, nested), nested)
+    else:
+        runs = nest(load_sources(source, run_ids), nested)
     if not runs:
         raise ViewerError("no run to show")
     return [run_data(run) for run in runs]
+
+
+def _picked(
+    runs: Sequence[RunSource],
+    run_ids: Sequence[str] | None,
+    nested: dict[str, list[tuple[int, str]]],
+) -> list[RunSource]:
+    """The runs ``run_ids`` names with the runs nested in them (all runs when None); ``nested``
+    is cut down to the parents kept."""
+    if not run_ids:
+        return list(runs)
+    kept = set(run_ids)
+    stack = list(run_ids)
+    while stack:
+        for _, child in nested.get(stack.pop(), ()):
+            kept.add(child)
+            stack.append(child)
+    for parent in list(nested):
+        if parent not in kept:
+            del nested[parent]
+    return [run for run in runs if run.run_id in kept]
 
 
 def viewer_html(

@@ -30,6 +30,7 @@ from typing import Any
 from agentcore_fsm.core.declaration import Declaration, load_declaration
 from agentcore_fsm.core.describe import describe_event
 from agentcore_fsm.devtools.diagram_model import EXCEPTIONAL_TRIGGERS, arrow_groups
+from agentcore_fsm.devtools.nested_records import without_parent
 from agentcore_fsm.persist.codec import RecordError
 from agentcore_fsm.persist.journal import derive_run
 
@@ -226,9 +227,10 @@ def run_data(run: RunSource) -> dict[str, Any]:
     distinct transition taken: ``[trigger, source, dest, arrow]``, the arrow's index in
     ``edges`` or -1), ``labels`` (each distinct event label), ``messages`` (the transcript,
     :func:`message_data`, each with ``k``, the step it ended in), ``nested`` (``{"step",
-    "run"}``) and ``steps``, one per entry: ``i`` the input's kind, ``e`` its fields as JSON
-    text, ``ts`` its timestamp (ms, None when not recorded), ``s`` the state after it, ``tr``
-    its transitions (indexes into ``transitions``), ``ev`` its events (indexes into
+    "run"}``), ``label`` (a nested run's agent and call, ``researcher (c1)``; else None)
+    and ``steps``, one per entry: ``i`` the input's kind, ``e`` its fields as JSON text,
+    ``ts`` its timestamp (ms, None when not recorded), ``s`` the state after it, ``tr`` its
+    transitions (indexes into ``transitions``), ``ev`` its events (indexes into
     ``labels``), ``m`` how many messages the transcript held after it, ``u`` the usage so far
     (input, output and total tokens, cost) and ``f`` its flags (:data:`ERROR`, :data:`TOOL`,
     :data:`APPROVAL`)."""
@@ -240,7 +242,7 @@ def run_data(run: RunSource) -> dict[str, Any]:
                 "format": run.header.get("format"),
                 "declaration": declaration,
                 "declaration_hash": run.header.get("declaration_hash"),
-                "header": run.header,
+                "header": without_parent(run.header),
                 "entries": run.entries,
             },
             run_id=run.run_id,
@@ -300,8 +302,13 @@ def run_data(run: RunSource) -> dict[str, Any]:
         )
         t_done, e_done = t_end, e_end
     model = run.header.get("model")
+    parent = run.header.get("parent")
+    label = None
+    if isinstance(parent, dict) and parent.get("agents") and parent.get("call"):
+        label = f"{parent['agents'][-1]} ({parent['call']})"
     return {
         "id": run.run_id,
+        "label": label,
         "declaration": decl.name,
         "initial": decl.initial,
         "final": decl.final,

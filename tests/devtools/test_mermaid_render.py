@@ -34,6 +34,7 @@ from typing import Any
 
 import anyio
 import pytest
+from nested_view_runs import nested_store
 
 from agentcore_fsm import (
     AbortController,
@@ -62,6 +63,7 @@ from agentcore_fsm.devtools.diagrams import (
     to_mermaid,
     view_of_recording,
 )
+from agentcore_fsm.devtools.run_views import view_with_nested
 from agentcore_fsm.integrations.providers.faux import (
     FauxError,
     FauxProvider,
@@ -428,6 +430,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     views["awkward names"] = (awkward, run_view(awkward, records, error=AWKWARD_ERROR))
     diagrams["run: awkward names"] = to_mermaid(*views["awkward names"])
     diagrams["steps: awkward names"] = steps_mermaid(*views["awkward names"])
+    # a run with nested runs: a subgraph per nested run, inside its caller's
+    diagrams["run: nested runs"] = to_mermaid(*view_with_nested(nested_store()))
     started = time.monotonic()
     results = render_all(diagrams)
     seconds = time.monotonic() - started

@@ -6,7 +6,8 @@ Checked: the page loads with no console error; stepping forward and back (arrow 
 slider) changes the highlighted state, the path so far and the transcript as the record says
 (the oracle: the record's first k entries fed to a fresh machine, tests/viewer_runs.py); the
 first-error, next-tool-call and next-approval jumps land on the steps the record says; nested
-runs open as sub-timelines; a run of 10,000 steps opens in under two seconds of browser time
+runs open as sub-timelines (given, and found in a store's records); a run of 10,000 steps
+opens in under two seconds of browser time
 (``performance.now()`` in the page when its script has drawn the last step).
 
 ``.ci/run`` installs Chromium, and the ``test`` extra Playwright. When either is missing the
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 from helpers import text_of
+from nested_view_runs import CHECKER, RESEARCHER, nested_store
 from viewer_runs import (
     Expected,
     expected_steps,
@@ -39,7 +41,10 @@ from viewer_runs import (
 
 from agentcore_fsm.cli import viewer_shot
 from agentcore_fsm.cli.viewer_shot import record_demo
+from agentcore_fsm.devtools.nested_records import without_parent
 from agentcore_fsm.devtools.viewer import RunSource, view_data, write_viewer
+from agentcore_fsm.persist.journal import RunSnapshot, derive_run
+from agentcore_fsm.persist.store import MemoryRunStore
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 LOAD_BUDGET_MS = 2000.0
@@ -65,6 +70,7 @@ class Recorded:
     parent: Path
     child: Path
     long: RunSource
+    nested: MemoryRunStore
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +82,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
         parent=tool_run(where / "a.jsonl", run_id="parent"),
         child=tool_run(where / "b.jsonl", run_id="child", prompt="And 2 + 2?"),
         long=long_source(where / "turn.jsonl", 10_000),
+        nested=nested_store(),
     )
 
 
@@ -313,6 +320,58 @@ def test_several_runs_and_a_nested_sub_timeline(
         opened.page.click(sub + " [data-go=first]")
         assert opened.page.text_content(sub + " .step-number") == "1"
         assert opened.shown()["step"] == 3  # the parent's timeline did not move
+        assert opened.errors == []
+    finally:
+        opened.close()
+
+
+VISIBLE = """(run) => {
+  const box = document.querySelector(`details.nested-run[data-run="${run}"]`);
+  return [...box.querySelectorAll('.transcript .msg')]
+    .filter(m => !m.hidden && m.closest('details.nested-run') === box)
+    .map(m => m.textContent);
+}"""
+"""The text of the messages a nested run's sub-timeline shows now (not those of the runs
+nested in it)."""
+
+
+def test_nested_runs_found_in_the_store_open_step_and_show_their_transcript(
+    browser_tab: Tab, recorded: Recorded, tmp_path: Path
+) -> None:
+    store = recorded.nested  # run-1 called the researcher, which called the checker
+    inner = store.load(RESEARCHER)
+    asks = next(k for k, e in enumerate(inner.entries) if e["input"] == "stream_done")
+    snapshot = RunSnapshot.of(without_parent(inner.header), inner.entries[: asks + 1])
+    then = derive_run(snapshot).machine  # the researcher once its model asked the checker
+    opened = Opened(browser_tab, write_viewer(store, tmp_path / "tree.html"), "#step=1")
+    try:
+        page = opened.page
+        top = "#timeline-pane > .timeline"
+        nested = f'#timeline-pane details.nested-run[data-run="{RESEARCHER}"]'
+        assert not page.is_visible(nested)  # its call started at step 2 (1 from 0)
+        opened.click("[data-go=next]")
+        summary = page.text_content(f"{nested} > summary") or ""
+        assert summary.startswith(f"nested run researcher (c1): {RESEARCHER}"), summary
+        page.click(f"{nested} > summary")
+        sub = f"{nested} > .timeline"
+        steps = len(inner.entries)
+        assert page.text_content(f"{sub} .step-count") == str(steps)
+        assert page.text_content(f"{sub} .step-number") == str(steps)
+        shown = page.evaluate(VISIBLE, RESEARCHER)
+        assert "How big is Lyon?" in shown[0] and "Lyon: 522,000." in shown[-1]
+        page.click(f"{sub} [data-go=first]")  # step in it: its first step, then on
+        assert page.text_content(f"{sub} .step-number") == "1"
+        assert len(page.evaluate(VISIBLE, RESEARCHER)) == 1  # the prompt
+        for _ in range(asks):
+            page.click(f"{sub} [data-go=next]")
+        assert page.text_content(f"{sub} .step-number") == str(asks + 1)
+        assert page.text_content(f"{sub} .state-name") == then.state
+        shown = page.evaluate(VISIBLE, RESEARCHER)
+        assert len(shown) == len(then.new_messages) and "check 522,000" in shown[-1]
+        assert page.text_content(f"{top} .step-number") == "2"  # the parent did not move
+        deeper = f'{sub} details.nested-run[data-run="{CHECKER}"]'
+        page.click(f"{deeper} > summary")  # the checker's run, nested in the researcher's
+        assert "Checked." in page.evaluate(VISIBLE, CHECKER)[-1]
         assert opened.errors == []
     finally:
         opened.close()

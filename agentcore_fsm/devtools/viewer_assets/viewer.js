@@ -371,7 +371,7 @@
     var details = el("details", "nested-run");
     var run = child.run;
     details.setAttribute("data-run", run.id);
-    details.appendChild(el("summary", null, "nested run " + run.id + " (began at step " +
+    details.appendChild(el("summary", null, "nested run " + (run.label ? run.label + ": " : "") + run.id + " (began at step " +
       (child.step + 1) + ", " + run.steps.length + " steps, " + (run.end || "not finished") + ")"));
     var made = false;
     details.addEventListener("toggle", function () {
