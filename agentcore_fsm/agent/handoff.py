@@ -37,6 +37,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
+from agentcore_fsm.agent.nested import check_inner
 from agentcore_fsm.agent.run_config import loop_config
 from agentcore_fsm.agent.state import AgentState
 from agentcore_fsm.core.abort import AbortController, AbortSignal
@@ -45,9 +46,8 @@ from agentcore_fsm.core.machine import TransitionRecord
 from agentcore_fsm.core.messages import AgentMessage, TextContent, now_ms
 from agentcore_fsm.core.nesting import Nesting, current_nesting
 from agentcore_fsm.core.output import OutputError, OutputSpec, output_spec
-from agentcore_fsm.core.schema import compile_schema
 from agentcore_fsm.core.tools import AgentTool, AgentToolResult, ToolUpdateCallback
-from agentcore_fsm.runtime.driver import resolve_stream_fn, run_agent_loop, run_agent_loop_continue
+from agentcore_fsm.runtime.driver import run_agent_loop, run_agent_loop_continue
 
 __all__ = [
     "DEFAULT_MAX_HANDOFFS",
@@ -191,27 +191,7 @@ class HandoffTool(AgentTool):
                     f"handoff {self.name!r}: its target agent has no name (Agent(name=...))"
                 )
             where = f"handoff target {target.name!r}"
-            try:
-                resolve_stream_fn(target.stream_fn, target.state.model)
-            except ValueError as exc:
-                raise ValueError(f"{where}: {exc}") from None
-            seen: set[str] = set()
-            for tool in target.state.tools:
-                if not isinstance(tool, AgentTool):
-                    raise ValueError(
-                        f"{where}: a tool must be an AgentTool, not {type(tool).__name__}"
-                    )
-                if tool.name in seen:
-                    raise ValueError(f"{where}: two tools are named {tool.name!r}")
-                seen.add(tool.name)
-                if isinstance(tool.parameters, dict):
-                    try:
-                        compile_schema(tool.parameters, tool.name)
-                    except ValueError as exc:
-                        raise ValueError(f"{where}: {exc}") from None
-                check = getattr(tool, "check_nested", None)
-                if check is not None:
-                    check(agents)
+            check_inner(where, target.stream_fn, target.state.model, target.state.tools, agents)
         finally:
             self._checking = False
 

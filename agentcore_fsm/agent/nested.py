@@ -75,7 +75,7 @@ from agentcore_fsm.core.schema import compile_schema
 from agentcore_fsm.core.tools import AgentTool, AgentToolResult, ToolUpdateCallback
 from agentcore_fsm.runtime.driver import resolve_stream_fn, run_agent_loop
 
-__all__ = ["NestedAgentTool", "SubRun", "agent_tool", "run_tool"]
+__all__ = ["NestedAgentTool", "SubRun", "agent_tool", "check_inner", "run_tool"]
 
 PROMPT_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -153,29 +153,7 @@ class NestedAgentTool(AgentTool):
         try:
             assert self.sub is not None
             config, _, tools, stream_fn, _ = self.sub.parts()
-            try:
-                resolve_stream_fn(stream_fn, config.model)
-            except ValueError as exc:
-                raise ValueError(f"inner agent {agents_text(here)}: {exc}") from None
-            seen: set[str] = set()
-            for tool in tools:
-                if not isinstance(tool, AgentTool):
-                    raise ValueError(
-                        f"inner agent {agents_text(here)}: a tool must be an AgentTool, not "
-                        f"{type(tool).__name__}"
-                    )
-                if tool.name in seen:
-                    raise ValueError(
-                        f"inner agent {agents_text(here)}: two tools are named {tool.name!r}"
-                    )
-                seen.add(tool.name)
-                if isinstance(tool.parameters, dict):
-                    try:
-                        compile_schema(tool.parameters, tool.name)
-                    except ValueError as exc:
-                        raise ValueError(f"inner agent {agents_text(here)}: {exc}") from None
-                if isinstance(tool, NestedAgentTool):
-                    tool.check_nested(here)
+            check_inner(f"inner agent {agents_text(here)}", stream_fn, config.model, tools, here)
         finally:
             self._checking = False
 
@@ -313,6 +291,39 @@ class NestedAgentTool(AgentTool):
             usage=usage,
             is_error=True,
         )
+
+
+def check_inner(
+    where: str,
+    stream_fn: StreamFn | None,
+    model: Any,
+    tools: Iterable[Any],
+    agents: tuple[str, ...],
+) -> None:
+    """Check the configuration of an agent another run starts (a nested run's, a handoff
+    target's): a stream function (or a ``model`` that names one), tools that are
+    ``AgentTool``s with distinct names and valid parameter schemas, and, through their own
+    ``check_nested``, the agents those tools start (``agents``: the path down to this one).
+    Raises ``ValueError`` starting with ``where``."""
+    try:
+        resolve_stream_fn(stream_fn, model)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    seen: set[str] = set()
+    for tool in tools:
+        if not isinstance(tool, AgentTool):
+            raise ValueError(f"{where}: a tool must be an AgentTool, not {type(tool).__name__}")
+        if tool.name in seen:
+            raise ValueError(f"{where}: two tools are named {tool.name!r}")
+        seen.add(tool.name)
+        if isinstance(tool.parameters, dict):
+            try:
+                compile_schema(tool.parameters, tool.name)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+        check = getattr(tool, "check_nested", None)
+        if check is not None:
+            check(agents)
 
 
 @dataclass(frozen=True, slots=True)
