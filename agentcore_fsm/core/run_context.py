@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +45,7 @@ __all__ = [
     "bind_run",
     "current_run",
     "current_scope",
+    "own_scope",
     "to_tool_result",
 ]
 
@@ -153,6 +155,18 @@ class bind_run:  # named as the function it replaces: ``with bind_run(deps) as s
         token, self.token = self.token, None
         if token is not None:
             _CURRENT.reset(token)
+
+
+def own_scope() -> AbstractContextManager[Any]:
+    """The scope a run continued from a record (resumed, forked) runs in: the caller's when it
+    has bound one for it (an Agent binds its deps and watch first); else a new one (none is
+    bound, or the one bound is the scope of a run under way: a nested run resumed inside the
+    tool of another run), so that two runs' scopes stay apart and the run's nested runs are
+    journaled with it (agent/nested_record.py)."""
+    scope = _CURRENT.get()
+    if scope is None or scope.machine is not None:
+        return bind_run()
+    return nullcontext()
 
 
 def current_scope() -> RunScope | None:

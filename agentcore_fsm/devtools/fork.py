@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -56,7 +55,7 @@ from agentcore_fsm.core.config import AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.messages import AgentMessage, AssistantMessage, Model, TextContent, now_ms
 from agentcore_fsm.core.protocol import Start, Step
-from agentcore_fsm.core.run_context import bind_run, current_scope
+from agentcore_fsm.core.run_context import own_scope
 from agentcore_fsm.core.tools import AgentTool, AgentToolResult
 from agentcore_fsm.devtools.nested_records import (
     NestedRecordError,
@@ -620,9 +619,7 @@ async def fork_run(
     try:
         # a scope of its own (an Agent's bound one aside), so that a nested call the fork
         # makes live is journaled under the fork's run id (docs/multi-agent.md)
-        scope = current_scope()
-        own = bind_run() if scope is None or scope.machine is not None else nullcontext()
-        with own:
+        with own_scope():
             messages = await run_machine(
                 machine,
                 first=first,

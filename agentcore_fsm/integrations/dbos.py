@@ -49,7 +49,7 @@ from agentcore_fsm.core.config import AgentContext, AgentLoopConfig
 from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER, StreamDone, StreamError, StreamStart
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import AgentMessage, now_ms
-from agentcore_fsm.core.run_context import bind_run, current_scope
+from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.integrations.durable_api import (
     DurableAgent,
@@ -550,9 +550,7 @@ class _DurableRun:
         run = self
 
         async def nested_execute(call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
-            scope = current_scope()
-            messages = scope.machine.context.messages if scope and scope.machine else []
-            call = nested_call(tool, run.agent.name, run.workflow_id, messages, call_id, args)
+            call = nested_call(tool, run.agent.name, run.workflow_id, call_id, args)
             if call.refused is not None:
                 return call.refused
             with SetWorkflowID(call.run_id):

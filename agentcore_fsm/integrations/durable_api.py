@@ -176,17 +176,19 @@ class NestedCall:
     refused: AgentToolResult | None = None
 
 
-def nested_call(
-    tool: Any, agent: str, run_id: str, messages: list[AgentMessage], call_id: str, args: Any
-) -> NestedCall:
+def nested_call(tool: Any, agent: str, run_id: str, call_id: str, args: Any) -> NestedCall:
     """The nested run the call ``call_id`` of the agent tool ``tool`` starts in the durable run
-    ``run_id`` of the durable agent ``agent`` (whose transcript is ``messages``): its id, as a
-    run journaled in a store names it (``<run id>/<n>.<call id>``), and the rest of
-    :class:`NestedCall`."""
+    ``run_id`` of the durable agent ``agent`` (called from the tool's execution: the run's
+    transcript is read from its scope): its id, as a run journaled in a store names it
+    (``<run id>/<n>.<call id>``), and the rest of :class:`NestedCall`."""
     from agentcore_fsm.agent.nested_record import child_id
     from agentcore_fsm.core.messages import TextContent, UserMessage
     from agentcore_fsm.core.nesting import depth_error_text
+    from agentcore_fsm.core.run_context import current_scope
     from agentcore_fsm.persist.codec import encode_message
+
+    scope = current_scope()
+    messages = scope.machine.context.messages if scope and scope.machine else []
 
     inner = f"{agent}{NESTED_MARK}{tool.name}"
     agents = tuple(inner.split(NESTED_MARK)[1:])

@@ -69,7 +69,7 @@ from agentcore_fsm.core.boundary import exc_text, json_data
 from agentcore_fsm.core.config import AgentContext, AgentLoopConfig, LlmContext, StreamOptions
 from agentcore_fsm.core.events import AGENT_EVENT_ADAPTER, StreamDone, StreamError, StreamStart
 from agentcore_fsm.core.messages import AgentMessage
-from agentcore_fsm.core.run_context import bind_run, current_scope
+from agentcore_fsm.core.run_context import bind_run
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.integrations.durable_api import (
     DurableAgent,
@@ -524,9 +524,7 @@ class _WorkflowRun:
         run = self
 
         async def nested_execute(call_id: str, args: Any, signal: Any, on_update: Any) -> Any:
-            scope = current_scope()
-            messages = scope.machine.context.messages if scope and scope.machine else []
-            call = nested_call(tool, run.agent.name, run.run_id, messages, call_id, args)
+            call = nested_call(tool, run.agent.name, run.run_id, call_id, args)
             if call.refused is not None:
                 return call.refused
             handle = await workflow.start_child_workflow(

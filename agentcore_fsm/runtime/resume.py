@@ -47,7 +47,6 @@ resumed run's is None.)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import anyio
@@ -57,7 +56,7 @@ from agentcore_fsm.core.config import AgentLoopConfig, StreamFn
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.messages import AgentMessage, now_ms
 from agentcore_fsm.core.protocol import ExecuteTool, Start, Step, ToolFinished
-from agentcore_fsm.core.run_context import bind_run, current_scope
+from agentcore_fsm.core.run_context import own_scope
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot, pending_effects
 from agentcore_fsm.persist.run_journal import DEFAULT_LEASE_S, StoreJournal
@@ -181,7 +180,7 @@ async def resume_run(
     if abort_journaled(stored.entries):  # aborted before the crash: still aborted
         signal, unlink = _fired_signal(signal)
     try:
-        with _own_scope():
+        with own_scope():
             return await run_machine(
                 machine,
                 first=first,
@@ -196,16 +195,6 @@ async def resume_run(
             )
     finally:
         unlink()
-
-
-def _own_scope() -> AbstractContextManager[Any]:
-    """The scope the resumed run runs in: the caller's when it has bound one for it (an Agent
-    binds its deps and watch before resuming); else a new one (none is bound, or the one bound
-    is the scope of a run under way: a nested run resumed inside the tool of another run)."""
-    scope = current_scope()
-    if scope is None or scope.machine is not None:
-        return bind_run()
-    return nullcontext()
 
 
 def _runs_again(tool: Any) -> bool:
