@@ -438,6 +438,7 @@ def _not_utf8(where: str, line: str) -> RunFileError | None:
 
 
 def _parse(where: str, line: str, code_points: bool) -> dict[str, Any]:
+    line = line.rstrip("\r\n")  # a column past the line's end is on this line, not the next
     try:
         obj = json_text.loads(line, every_surrogate_escape=code_points)
     except json.JSONDecodeError as exc:

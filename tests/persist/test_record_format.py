@@ -176,10 +176,23 @@ def test_a_torn_last_line_is_skipped_with_a_warning(
     middle.write_text("\n".join([*lines[:3], lines[3][:25], *lines[4:]]) + "\n", encoding="utf-8")
     with pytest.raises(RunFileError, match=r"middle.jsonl:4: not JSON at column \d+: "):
         load_run(middle)
+    # an object that stops early is refused at the column past its last character, on its
+    # own line (the parser, reading past the line's end, used to say column 1)
+    whole = json.loads(lines[3])
+    short = json.dumps({"kind": whole["kind"], "seq": whole["seq"]})[:-1]
+    middle.write_text("\n".join([*lines[:3], short, *lines[4:]]) + "\n", encoding="utf-8")
+    with pytest.raises(
+        RunFileError, match=rf"middle.jsonl:4: not JSON at column {len(short) + 1}: "
+    ):
+        load_run(middle)
     # a last line with its line end is not torn: refused
     ended = tmp_path / "ended.jsonl"
     ended.write_text("\n".join([*lines[:-1], lines[-1][:25]]) + "\n", encoding="utf-8")
-    with pytest.raises(RunFileError, match=rf":{len(lines)}: not JSON at column 26"):
+    # (the line end is not part of the JSON text: the string cut short is unterminated, where
+    # it starts; it used to read the line end as a control character inside the string)
+    with pytest.raises(
+        RunFileError, match=rf":{len(lines)}: not JSON at column 24: Unterminated string"
+    ):
         load_run(ended)
 
 
