@@ -176,6 +176,13 @@ class LoopMachine(LoopActions):
             step.transitions = history[mark:]
         return step
 
+    @property
+    def events_pending(self) -> int:
+        """How many events the input being fed has produced so far (0 between inputs): what a
+        reader that wants to know which transition emitted which events reads as each
+        transition is taken (persist/journal.py's ``derive_run``)."""
+        return len(self._out)
+
     # thin named wrappers
 
     def start(self) -> Step:

@@ -95,6 +95,10 @@ class RunView:
     nested: tuple[NestedView, ...] = ()
     """The runs nested in this one (an agent used as a tool: docs/multi-agent.md), each drawn
     as a cluster of the states and transitions it took (:class:`NestedView`)."""
+    events_emitted: bool = False
+    """``events`` are, for each step, the events its transition emitted (and those of the
+    inputs after it that took no transition), known from the run's record; False: the events
+    recorded after each step, which can come a step or two late (see :func:`run_steps`)."""
 
     @property
     def despite_tool_errors(self) -> bool:
@@ -186,6 +190,7 @@ def run_view(
     times: Sequence[float | None] | None = None,
     now: float | None = None,
     nested: Sequence[NestedView] = (),
+    events_emitted: bool = False,
 ) -> RunView:
     """Check a run's transitions against ``decl`` and summarise them for drawing.
 
@@ -288,6 +293,7 @@ def run_view(
         waited=waited,
         waiting=waiting,
         nested=tuple(nested),
+        events_emitted=events_emitted,
     )
 
 

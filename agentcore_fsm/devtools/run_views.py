@@ -76,7 +76,7 @@ def view_of_recording(
     transitions = list(recording.machines[name])
     after: list[list[Any]] | None = None
     if getattr(recording, "events", None):
-        after = recording.events_after(name)
+        after = recording.events_by_transition(name)
     times = None
     if callable(getattr(recording, "transition_times", None)):
         times = recording.transition_times(name)
@@ -116,17 +116,20 @@ def view_of_recording(
         events=events,
         times=times,
         now=now,
+        events_emitted=after is not None and recording.emitted is not None,
     )
     return decl, view
 
 
 def view_of_record(record: Any, label: str = "recorded run", nested: Sequence[Any] = ()) -> RunView:
     """The view of one run's record (a :class:`~agentcore_fsm.devtools.nested_records.Record`:
-    its header and entries), derived from its inputs: each transition gets the events its input
-    produced (after the input's last transition) and its entry's timestamp as clock reading;
+    its header and entries), derived from its inputs: each transition gets the events it emitted
+    (and those of the inputs after it that took no transition) and its entry's timestamp as
+    clock reading;
     the outcome is the record's end reason. ``nested`` as for :func:`run_view`. A damaged record
     raises :class:`~agentcore_fsm.persist.codec.RecordError`."""
     from agentcore_fsm.devtools.nested_records import without_parent
+    from agentcore_fsm.persist.event_marks import split_at
     from agentcore_fsm.persist.journal import RunSnapshot, derive_run
     from agentcore_fsm.persist.recording import describe_event, run_error, tool_errors
 
@@ -134,19 +137,17 @@ def view_of_record(record: Any, label: str = "recorded run", nested: Sequence[An
     derived = derive_run(snapshot, run_id=record.run_id)
     machine = derived.machine
     history = list(machine.history)
-    events: list[list[str]] = [[] for _ in history]
+    emitted = split_at(derived.events, derived.emitted)  # the events each transition emitted
+    events = [[describe_event(e) for e in listed] for listed in emitted]
     times: list[float | None] = [None for _ in history]
-    all_events = derived.events
-    t_done = e_done = 0
+    t_done = 0
     for k, marks in enumerate(derived.marks):
         stamp = record.entries[k].get("timestamp") if k < len(record.entries) else None
         seconds = stamp / 1000 if isinstance(stamp, int) and not isinstance(stamp, bool) else None
-        for t_end, e_end in marks:
+        for t_end, _ in marks:
             for t in range(t_done, t_end):
                 times[t] = seconds
-            if t_end:
-                events[t_end - 1] += [describe_event(e) for e in all_events[e_done:e_end]]
-            t_done, e_done = t_end, e_end
+            t_done = t_end
     messages = list(machine.new_messages)
     reason = record.end_reason
     return run_view(
@@ -159,6 +160,7 @@ def view_of_record(record: Any, label: str = "recorded run", nested: Sequence[An
         events=events,
         times=times,
         nested=nested,
+        events_emitted=True,
     )
 
 
@@ -250,15 +252,17 @@ class RunStep:
     of the transition taken, all of which held (``not g`` for an ``unless`` guard).
     ``passed_over`` are the transitions declared before it for the same trigger and source
     state: the engine tried those first, in order, and each had a guard that did not hold (the
-    record does not say which one). ``emits`` are the emit actions the transition ran, in
-    order (``agent_end`` with its reason). ``events``, for a recording, are the agent events
-    recorded after this step and before the next: the driver delivers the events of an input
-    once the machine has taken every transition it caused, so an event can be listed a step or
-    two after the transition that produced it. ``auto``: a trigger the machine fired itself;
-    ``exceptional``: an abort or failure; ``incident``: the step where the run failed or was
-    aborted (drawn red in the run diagram). ``waited``: for a step out of a waiting state
-    (:data:`WAIT_STATES`), the seconds the run spent there before it, when known (see
-    :attr:`RunView.waited`); else None.
+    record does not say which one). ``emits`` are the emit actions the transition ran, in order
+    (``agent_end`` with its reason). ``events``, for a recording, are the agent events this
+    step's transition emitted, then those of the inputs after it that took no transition (a
+    streamed answer): exact for a recording that holds the run's record (its inputs); for a
+    recording of transition and event lines only, the events recorded after this step and before
+    the next (the driver delivers an input's events once the machine has taken every transition
+    it caused, so there an event can be listed a step or two late). ``auto``: a trigger the
+    machine fired itself; ``exceptional``: an abort or failure; ``incident``: the step where the
+    run failed or was aborted (drawn red in the run diagram). ``waited``: for a step out of a
+    waiting state (:data:`WAIT_STATES`), the seconds the run spent there before it, when known
+    (see :attr:`RunView.waited`); else None.
     """
 
     number: int
@@ -363,7 +367,9 @@ def steps_markdown(decl: Declaration, view: RunView) -> str:
     itself; ``(error here)``/``(aborted here)`` on the step where the run went wrong), ``from
     → to``, how long the run waited before a step out of a waiting state (a ``waited`` column,
     only when that is known), the guards that held, the transitions passed over (tried first, a
-    guard failed), the emit actions, and, for a recording, the events recorded after the step.
+    guard failed), the emit actions, and, for a recording, the step's events (``events``: those
+    its transition emitted; ``events recorded after``: without the run's record, those recorded
+    after the step).
     A table reads as well in a terminal as on a page that renders Markdown, and it answers
     "which way did it go, in what order" without a picture; a short key under it says how to
     read it.
@@ -383,7 +389,7 @@ def steps_markdown(decl: Declaration, view: RunView) -> str:
         head.append("waited")
     head += ["guards (held)", "passed over", "emits"]
     if events:
-        head.append("events recorded after")
+        head.append("events" if view.events_emitted else "events recorded after")
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "|".join(["--:"] + ["---"] * (len(head) - 1)) + "|")
     for step in steps:
@@ -411,7 +417,10 @@ def steps_markdown(decl: Declaration, view: RunView) -> str:
             else ""
         )
         + (
-            " Events: the agent events recorded after the step; an input's events are "
+            " Events: the agent events the step's transition emitted, then those of the "
+            "inputs after it that took no transition (a streamed answer)."
+            if events and view.events_emitted
+            else " Events: the agent events recorded after the step; an input's events are "
             "delivered once the machine has taken every transition it caused, so an event can "
             "be listed a step or two after the transition that produced it."
             if events

@@ -410,6 +410,19 @@ class JournaledLoopMachine(LoopMachine):
         return machine, steps
 
 
+class _Emitting(list):  # type: ignore[type-arg]
+    """A derived machine's ``history``: as each transition is recorded (before its emit
+    actions run), notes the index, among the run's events, of the first event it may emit."""
+
+    def __init__(self, machine: LoopMachine, emitted: list[int], before: Any) -> None:
+        super().__init__()
+        self.machine, self.emitted, self.before = machine, emitted, before
+
+    def append(self, record: Any) -> None:
+        self.emitted.append(self.before() + self.machine.events_pending)
+        super().append(record)
+
+
 def _snapshot_of(snapshot: Any, where: str, run_id: str | None) -> RunSnapshot:
     if isinstance(snapshot, RunSnapshot):
         return snapshot
@@ -428,6 +441,7 @@ def _restore(
     tools: ToolResolver,
     run_id: str | None,
     on_transition: Any,
+    emitted: list[int] | None = None,
 ) -> tuple[JournaledLoopMachine, list[Step], list[list[tuple[int, int]]]]:
     where = f"run {run_id!r}: " if run_id else ""
     snap = _snapshot_of(snapshot, where, run_id)
@@ -486,6 +500,8 @@ def _restore(
     steps: list[Step] = []
     marks: list[list[tuple[int, int]]] = []  # per entry, per input: transitions, events so far
     events = 0
+    if emitted is not None:  # where each transition's events begin (see DerivedRun.emitted)
+        machine.history = _Emitting(machine, emitted, lambda: events)
     for number, entry in enumerate(snap.entries):
         kind = entry.get("input")
         at = f"{where}entry #{number}" + (f" ({kind})" if isinstance(kind, str) else "")
@@ -595,11 +611,17 @@ class DerivedRun:
     the model's deltas and the tools' progress updates, which a record does not hold), and for
     each entry, ``marks[k]``: for each input entry ``k`` gave (two for a model call cut short:
     its partial message's start, then the input), how many transitions and events the run had
-    produced once that input was fed."""
+    produced once that input was fed; and :attr:`emitted`, where each transition's events
+    begin."""
 
     machine: JournaledLoopMachine
     steps: list[Step]
     marks: list[list[tuple[int, int]]]
+    emitted: list[int] = dataclasses.field(default_factory=list)
+    """For each transition (``machine.history[i]``), the index in :attr:`events` of the first
+    event it emitted (of the next event, when it emitted none): the events from
+    ``emitted[i]`` up to ``emitted[i + 1]`` are the ones transition ``i``'s emit actions made,
+    and those of the inputs after it that took no transition (a model answer's start)."""
 
     @property
     def transitions(self) -> list[Any]:
@@ -642,6 +664,7 @@ def derive_run(
     for name in hooks if isinstance(hooks, list) else ():
         if name in SHAPING_HOOKS:
             setattr(config, name, _never)
+    emitted: list[int] = []
     machine, steps, marks = _restore(
         JournaledLoopMachine,
         snap,
@@ -649,8 +672,10 @@ def derive_run(
         tools_by_name(stubs, "described in the record"),
         run_id,
         on_transition,
+        emitted,
     )
-    return DerivedRun(machine, steps, marks)
+    machine.history = list(machine.history)  # a plain list again
+    return DerivedRun(machine, steps, marks, emitted)
 
 
 def pending_effects(machine: LoopMachine) -> list[Effect]:

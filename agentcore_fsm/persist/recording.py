@@ -50,6 +50,7 @@ from agentcore_fsm.core.messages import clip
 from agentcore_fsm.core.nesting import event_data, event_from_data
 from agentcore_fsm.persist import json_text
 from agentcore_fsm.persist.codec import RecordError
+from agentcore_fsm.persist.event_marks import emitted_among, split_at
 from agentcore_fsm.persist.journal import (
     JournalError,
     RunSnapshot,
@@ -207,6 +208,9 @@ class RecordedRun:
     its outer run's ``tool_execution_update`` events)."""
     warnings: list[str] = field(default_factory=list)
     """What the reader tolerated (a torn last line)."""
+    emitted: list[int] | None = None
+    """A recording of one run that holds its record: for each transition of the main machine,
+    the index in :attr:`events` where the events it emitted begin; None otherwise."""
 
     def _clock_readings(self) -> dict[tuple[str | None, int], float]:
         if len(self.times) != len(self.order):
@@ -319,6 +323,16 @@ class RecordedRun:
             elif who == name:
                 at = min(i, len(out) - 1)
         return out
+
+    def events_by_transition(self, machine: str | None = None) -> list[list[Any]]:
+        """For each transition of ``machine`` (default: the main one), the events it emitted,
+        then the inputs' after it that took none (:attr:`emitted`); else :meth:`events_after`."""
+        name = self.machine if machine is None else machine
+        emitted = self.emitted
+        transitions = self.machines.get(name, [])
+        if name != self.machine or emitted is None or len(emitted) != len(transitions):
+            return self.events_after(machine)
+        return split_at(self.events, emitted)
 
     def summary(self) -> str:
         """A few lines for a person: what the recording holds and how its last run ended,
@@ -649,7 +663,7 @@ class _Reader:
                 _, run_id, k = item
                 if run_id not in derived or placed is not None:
                     continue  # a nested run's input, or placed with the events
-                machine, events, marks = derived[run_id]
+                machine, events, marks, _ = derived[run_id]
                 done = marks[k - 1][-1] if k else (0, 0)
                 for t1, e1 in marks[k]:  # each input of the entry: its transitions, its events
                     t0, e0 = done
@@ -673,6 +687,9 @@ class _Reader:
                 times.append(times[-1] if times else None)
         run.machines[LOOP] = loop
         run.order, run.times = order, times
+        if len(derived) == 1:  # where each transition's events begin (RecordedRun.emitted)
+            _, events, _, emitted = next(iter(derived.values()))
+            run.emitted = emitted_among(run.events, events, emitted, STREAMED, LOOK_AHEAD)
         return run
 
     def place(
@@ -698,7 +715,7 @@ class _Reader:
             if item[0] != "input" or item[1] not in derived:
                 continue
             _, run_id, k = item
-            machine, events, marks = derived[run_id]
+            machine, events, marks, _ = derived[run_id]
             done = marks[k - 1][-1] if k else (0, 0)
             for t1, e1 in marks[k]:
                 t0, e0 = done
@@ -755,7 +772,7 @@ class _Reader:
             raise RunFileError(
                 f"{self.path}:{line}: {exc}", run_id=record.run_id, entry=k
             ) from None
-        return derived.machine, derived.events, derived.marks
+        return derived.machine, derived.events, derived.marks, derived.emitted
 
     def check_transitions(self, run: RecordedRun, derived: dict[str, Any]) -> None:
         """Transition lines of the loop, when the file has them too, must be the ones the
@@ -763,7 +780,7 @@ class _Reader:
         recorded = run.machines.get(LOOP, [])
         if not recorded:
             return
-        expected = [t for machine, _, _ in derived.values() for t in machine.history]
+        expected = [t for machine, *_ in derived.values() for t in machine.history]
         for i, (got, want) in enumerate(zip(recorded, expected, strict=False)):
             if got != want:
                 raise RunFileError(
