@@ -102,6 +102,7 @@ from agentcore_fsm.core.messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    grow_text,
 )
 from agentcore_fsm.core.tools import AgentTool, AgentToolResult
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response
@@ -163,7 +164,7 @@ def bench_stream_fn(w: Workload) -> Callable[[Model, LlmContext, StreamOptions],
             content.append(block)
             yield TextStart(content_index=0, partial=partial)
             for delta in turn.deltas:
-                block.text += delta
+                grow_text(block, delta)  # as the providers do (integrations/providers)
                 yield TextDelta(content_index=0, delta=delta, partial=partial)
             yield TextEnd(content_index=0, content=block.text, partial=partial)
         for call_id, args in turn.calls:

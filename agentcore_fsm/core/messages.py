@@ -45,6 +45,7 @@ __all__ = [
     "Usage",
     "UserContent",
     "UserMessage",
+    "grow_text",
     "now_ms",
 ]
 
@@ -167,6 +168,19 @@ class TextContent(Wire):
 
     def __str__(self) -> str:
         return quote(self.text)
+
+
+def grow_text(block: TextContent | ThinkingContent, delta: str) -> None:
+    """Append a streamed ``delta`` to ``block``'s text (its ``thinking``, for a
+    :class:`ThinkingContent`): what a provider does once per delta. The same write as
+    ``block.text += delta`` (these models validate no assignment, and the field is set
+    already), made without pydantic's assignment machinery, which costs about six times as
+    much; ``tests/core/test_hot_path.py`` checks that the two leave equal blocks."""
+    fields = block.__dict__
+    if block.type == "text":
+        fields["text"] += delta
+    else:
+        fields["thinking"] += delta
 
 
 class ThinkingContent(Wire):

@@ -72,3 +72,18 @@ def test_context_copy_is_equal_independent_and_checks_the_tools() -> None:
         assert "tools[1] must be an AgentTool" in str(exc)
     else:
         raise AssertionError("a junk tool was copied")
+
+
+def test_grow_text_leaves_the_block_an_assignment_would() -> None:
+    from agentcore_fsm.core.messages import TextContent, ThinkingContent, grow_text
+
+    for make, field in ((TextContent, "text"), (ThinkingContent, "thinking")):
+        fast, slow = make(**{field: "He"}), make(**{field: "He"})
+        for delta in ("l", "lo", ", ünïcode \ud83d"):
+            grow_text(fast, delta)
+            setattr(slow, field, getattr(slow, field) + delta)
+        assert fast == slow and getattr(fast, field) == "Hello, ünïcode \ud83d"
+        assert fast.model_fields_set == slow.model_fields_set
+        assert fast.model_dump(mode="json", by_alias=True) == slow.model_dump(
+            mode="json", by_alias=True
+        )

@@ -54,6 +54,7 @@ from agentcore_fsm.core.messages import (
     ToolCall,
     ToolResultMessage,
     Usage,
+    grow_text,
 )
 from agentcore_fsm.core.tools import ARGUMENTS_ERROR_KEY, RAW_ARGUMENTS_KEY
 from agentcore_fsm.integrations.providers.error_kinds import error_kind
@@ -312,14 +313,12 @@ class StreamBuilder:
 
     def text_delta(self, index: int, delta: str) -> TextDelta:
         """Append ``delta`` to the text block at ``index``; return the ``text_delta`` event."""
-        block = self.content[index]
-        block.text += delta
+        grow_text(self.content[index], delta)
         return TextDelta(content_index=index, delta=delta, partial=self.partial)
 
     def thinking_delta(self, index: int, delta: str) -> ThinkingDelta:
         """Append ``delta`` to the thinking block at ``index``; return its event."""
-        block = self.content[index]
-        block.thinking += delta
+        grow_text(self.content[index], delta)
         return ThinkingDelta(content_index=index, delta=delta, partial=self.partial)
 
     def tool_call_delta(self, index: int, delta: str) -> ToolCallDelta:

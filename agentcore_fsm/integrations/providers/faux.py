@@ -51,6 +51,7 @@ from agentcore_fsm.core.messages import (
     ThinkingContent,
     ToolCall,
     Usage,
+    grow_text,
 )
 
 __all__ = ["FauxError", "FauxProvider", "faux_response", "faux_tool_call"]
@@ -237,10 +238,8 @@ class _Opened:
 
     def grow(self, chunk: str) -> None:
         part = self.part
-        if isinstance(part, TextContent):
-            part.text += chunk
-        elif isinstance(part, ThinkingContent):
-            part.thinking += chunk
+        if isinstance(part, (TextContent, ThinkingContent)):
+            grow_text(part, chunk)
 
     def end(self, index: int, partial: AssistantMessage) -> Any:
         part = self.part
