@@ -20,43 +20,32 @@ here.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
-from agentcore_fsm.core.abort import AbortController, AbortSignal
-from agentcore_fsm.core.approval import ApprovalDecision, ApprovalRequest, RunSuspended
+from agentcore_fsm.core.abort import AbortController
+from agentcore_fsm.core.approval import ApprovalDecision, ApprovalRequest
 from agentcore_fsm.core.config import (
     AgentContext,
     AgentLoopConfig,
-    AgentLoopTurnUpdate,
-    PrepareNextTurnContext,
-    ShouldStopAfterTurnContext,
-    StreamOptions,
 )
-from agentcore_fsm.core.declared import MachineInputError
-from agentcore_fsm.core.events import AgentEndEvent, AgentEvent, AssistantMessageEvent
-from agentcore_fsm.core.limits import LimitReached, RunUsage, UsageLimits
+from agentcore_fsm.core.limits import UsageLimits
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.messages import (
-    AgentMessage,
     AssistantMessage,
     ImageContent,
     Model,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
 )
 from agentcore_fsm.core.model_names import ModelSource, register_model_source
-from agentcore_fsm.core.protocol import Step
 from agentcore_fsm.core.run_context import RunContext
 from agentcore_fsm.core.tools import (
-    AfterToolCallContext,
     AfterToolCallResult,
     AgentTool,
     AgentToolResult,
-    BeforeToolCallContext,
     BeforeToolCallResult,
 )
 from agentcore_fsm.core.version import __version__
@@ -69,7 +58,7 @@ from agentcore_fsm.runtime.driver import (
 )
 
 if TYPE_CHECKING:
-    from agentcore_fsm.agent.agent import Agent, AgentBusyError, AgentState
+    from agentcore_fsm.agent.agent import Agent
     from agentcore_fsm.agent.handoff import handoff
     from agentcore_fsm.core.function_tools import tool
     from agentcore_fsm.integrations.providers.anthropic import AnthropicProvider
@@ -81,13 +70,11 @@ if TYPE_CHECKING:
     from agentcore_fsm.integrations.providers.models import get_model
     from agentcore_fsm.integrations.providers.openai import OpenAIProvider
     from agentcore_fsm.persist.recorder import RunRecorder, load_run
-    from agentcore_fsm.persist.store import MemoryRunStore, RunStore, RunStoreError, SqliteRunStore
+    from agentcore_fsm.persist.store import MemoryRunStore, SqliteRunStore
     from agentcore_fsm.runtime.resume import resume_run
 
 _LAZY: dict[str, str] = {
     "Agent": "agentcore_fsm.agent.agent",
-    "AgentBusyError": "agentcore_fsm.agent.agent",
-    "AgentState": "agentcore_fsm.agent.agent",
     "handoff": "agentcore_fsm.agent.handoff",
     "AnthropicProvider": "agentcore_fsm.integrations.providers.anthropic",
     "FauxProvider": "agentcore_fsm.integrations.providers.faux",
@@ -98,21 +85,60 @@ _LAZY: dict[str, str] = {
     "RunRecorder": "agentcore_fsm.persist.recorder",
     "load_run": "agentcore_fsm.persist.recorder",
     "MemoryRunStore": "agentcore_fsm.persist.store",
-    "RunStore": "agentcore_fsm.persist.store",
-    "RunStoreError": "agentcore_fsm.persist.store",
     "SqliteRunStore": "agentcore_fsm.persist.store",
     "resume_run": "agentcore_fsm.runtime.resume",
     "tool": "agentcore_fsm.core.function_tools",
 }
 """The public names whose module is imported on first use, and that module."""
 
+_MOVED: dict[str, str] = {
+    "AbortSignal": "agentcore_fsm.core.abort",
+    "AfterToolCallContext": "agentcore_fsm.core.tools",
+    "AgentBusyError": "agentcore_fsm.agent.agent",
+    "AgentEndEvent": "agentcore_fsm.core.events",
+    "AgentEvent": "agentcore_fsm.core.events",
+    "AgentLoopTurnUpdate": "agentcore_fsm.core.config",
+    "AgentMessage": "agentcore_fsm.core.messages",
+    "AgentState": "agentcore_fsm.agent.agent",
+    "AssistantMessageEvent": "agentcore_fsm.core.events",
+    "BeforeToolCallContext": "agentcore_fsm.core.tools",
+    "LimitReached": "agentcore_fsm.core.limits",
+    "MachineInputError": "agentcore_fsm.core.declared",
+    "PrepareNextTurnContext": "agentcore_fsm.core.config",
+    "RunStore": "agentcore_fsm.persist.store",
+    "RunStoreError": "agentcore_fsm.persist.store",
+    "RunSuspended": "agentcore_fsm.core.approval",
+    "RunUsage": "agentcore_fsm.core.limits",
+    "ShouldStopAfterTurnContext": "agentcore_fsm.core.config",
+    "Step": "agentcore_fsm.core.protocol",
+    "StreamOptions": "agentcore_fsm.core.config",
+    "ThinkingContent": "agentcore_fsm.core.messages",
+    "Usage": "agentcore_fsm.core.messages",
+}
+"""Names that were importable from here and now live only in their subpackage (given, with a
+``DeprecationWarning``, until a later release drops them): the types a program that builds an
+agent rarely names, its events, hook contexts, errors and the machine's step."""
+
+
 if not TYPE_CHECKING:  # type checkers see the imports above instead
 
     def __getattr__(name: str) -> Any:
-        """Import the module of a lazily loaded public name on first use, and keep the value."""
+        """Import the module of a lazily loaded public name on first use, and keep the value;
+        a name that moved to its subpackage (:data:`_MOVED`) is still given, with a
+        ``DeprecationWarning`` saying where to import it from."""
         module = _LAZY.get(name)
         if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            moved = _MOVED.get(name)
+            if moved is None:
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            warnings.warn(
+                f"importing {name} from agentcore_fsm is deprecated: import it from {moved} "
+                f"(the top-level package keeps the names a program that builds an agent "
+                f"needs; docs/reference.md)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(importlib.import_module(moved), name)
         value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
@@ -151,51 +177,29 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AbortController",
-    "AbortSignal",
-    "AfterToolCallContext",
     "AfterToolCallResult",
     "Agent",
-    "AgentBusyError",
     "AgentContext",
-    "AgentEndEvent",
-    "AgentEvent",
     "AgentLoopConfig",
-    "AgentLoopTurnUpdate",
-    "AgentMessage",
-    "AgentState",
     "AgentTool",
     "AgentToolResult",
     "AnthropicProvider",
     "ApprovalDecision",
     "ApprovalRequest",
     "AssistantMessage",
-    "AssistantMessageEvent",
-    "BeforeToolCallContext",
     "BeforeToolCallResult",
     "FauxProvider",
     "ImageContent",
-    "LimitReached",
     "LoopMachine",
-    "MachineInputError",
     "MemoryRunStore",
     "Model",
     "OpenAIProvider",
-    "PrepareNextTurnContext",
     "RunContext",
     "RunRecorder",
-    "RunStore",
-    "RunStoreError",
-    "RunSuspended",
-    "RunUsage",
-    "ShouldStopAfterTurnContext",
     "SqliteRunStore",
-    "Step",
-    "StreamOptions",
     "TextContent",
-    "ThinkingContent",
     "ToolCall",
     "ToolResultMessage",
-    "Usage",
     "UsageLimits",
     "UserMessage",
     "__version__",

@@ -31,7 +31,6 @@ from agentcore_fsm import (
     AfterToolCallResult,
     AgentContext,
     AgentLoopConfig,
-    AgentLoopTurnUpdate,
     AgentTool,
     AgentToolResult,
     ApprovalDecision,
@@ -40,6 +39,7 @@ from agentcore_fsm import (
     TextContent,
     run_agent_loop,
 )
+from agentcore_fsm.core.config import AgentLoopTurnUpdate
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 from agentcore_fsm.runtime.resume import load_run_state, resume_run
 

@@ -22,23 +22,22 @@ from typing import Any
 import anyio
 
 from agentcore_fsm import (
-    AbortSignal,
     AgentContext,
     AgentLoopConfig,
-    AgentMessage,
     AgentTool,
     AgentToolResult,
     AssistantMessage,
     Model,
-    StreamOptions,
     TextContent,
     ToolResultMessage,
     UserMessage,
     run_agent_loop,
     run_agent_loop_continue,
 )
-from agentcore_fsm.core.config import LlmContext
+from agentcore_fsm.core.abort import AbortSignal
+from agentcore_fsm.core.config import LlmContext, StreamOptions
 from agentcore_fsm.core.events import StreamDone, StreamStart, TextDelta, TextStart
+from agentcore_fsm.core.messages import AgentMessage
 
 MODEL = Model(id="faux-1", provider="faux", api="faux-api")
 OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}

@@ -14,12 +14,11 @@ from agentcore_fsm import (
     AgentToolResult,
     AssistantMessage,
     Model,
-    StreamOptions,
     TextContent,
     ToolCall,
     UsageLimits,
 )
-from agentcore_fsm.core.config import LlmContext
+from agentcore_fsm.core.config import LlmContext, StreamOptions
 from agentcore_fsm.core.events import StreamDone, StreamStart
 from agentcore_fsm.core.limits import LIMIT_NAMES
 from agentcore_fsm.core.messages import Cost, ModelCost, Usage

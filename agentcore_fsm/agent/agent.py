@@ -171,7 +171,7 @@ class Agent:
     ``prepare_next_turn`` and ``should_stop_after_turn`` take ``(ctx, signal)``.
     ``thinking_level`` becomes the loop's ``reasoning`` (``"off"`` → None).
 
-    With a run ``store`` (a :class:`~agentcore_fsm.RunStore`, e.g.
+    With a run ``store`` (a :class:`~agentcore_fsm.persist.store.RunStore`, e.g.
     :class:`~agentcore_fsm.SqliteRunStore`) every run is journaled under a new run id and the
     agent's ``session_id`` (one is made when none is given). An agent made with a store and the
     ``session_id`` of a session that already has runs loads its transcript from the session's

@@ -25,14 +25,13 @@ from agentcore_fsm import (
     AgentToolResult,
     ImageContent,
     Model,
-    StreamOptions,
     TextContent,
     ToolResultMessage,
     UserMessage,
     set_default_stream_fn,
 )
 from agentcore_fsm.agent.agent import Agent, AgentBusyError, AgentState
-from agentcore_fsm.core.config import LlmContext
+from agentcore_fsm.core.config import LlmContext, StreamOptions
 from agentcore_fsm.core.declaration import load_declaration
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.integrations.providers.faux import (

@@ -24,9 +24,9 @@ from agent_helpers import (
     text_of,
 )
 
-from agentcore_fsm import AgentToolResult, AssistantMessage, Model, StreamOptions, TextContent
+from agentcore_fsm import AgentToolResult, AssistantMessage, Model, TextContent
 from agentcore_fsm.agent.agent import Agent
-from agentcore_fsm.core.config import LlmContext
+from agentcore_fsm.core.config import LlmContext, StreamOptions
 from agentcore_fsm.core.events import StreamStart
 from agentcore_fsm.core.tools import AgentTool
 from agentcore_fsm.integrations.providers.faux import (

@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import io
 
-from agentcore_fsm import (
-    AgentEndEvent,
-    AssistantMessage,
-    TextContent,
-    ToolResultMessage,
-    UserMessage,
-)
+from agentcore_fsm import AssistantMessage, TextContent, ToolResultMessage, UserMessage
 from agentcore_fsm.cli.chat import Printer
-from agentcore_fsm.core.events import AgentStartEvent, MessageEndEvent
+from agentcore_fsm.core.events import AgentEndEvent, AgentStartEvent, MessageEndEvent
 
 
 def shown(*events: object) -> str:

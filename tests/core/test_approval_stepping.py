@@ -21,11 +21,10 @@ from agentcore_fsm import (
     AssistantMessage,
     BeforeToolCallResult,
     LoopMachine,
-    MachineInputError,
-    Step,
     TextContent,
     ToolCall,
 )
+from agentcore_fsm.core.declared import MachineInputError
 from agentcore_fsm.core.events import StreamDone
 from agentcore_fsm.core.protocol import (
     ApprovalChecked,
@@ -38,6 +37,7 @@ from agentcore_fsm.core.protocol import (
     PrepareArguments,
     Proceed,
     Proceeded,
+    Step,
 )
 from agentcore_fsm.devtools.testing import GrammarChecker
 

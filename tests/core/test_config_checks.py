@@ -20,10 +20,9 @@ from agentcore_fsm import (
     AgentTool,
     AgentToolResult,
     Model,
-    StreamOptions,
     run_agent_loop,
 )
-from agentcore_fsm.core.config import ModelCallOptions
+from agentcore_fsm.core.config import ModelCallOptions, StreamOptions
 from agentcore_fsm.core.messages import UserMessage
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response
 

@@ -23,10 +23,10 @@ from agentcore_fsm import (
     ImageContent,
     RunContext,
     TextContent,
-    Usage,
     tool,
 )
 from agentcore_fsm.core.function_tools import FunctionTool, plain_json_schema
+from agentcore_fsm.core.messages import Usage
 from agentcore_fsm.core.run_context import RunScope, bind_run, current_run, to_tool_result
 from agentcore_fsm.core.tools import ToolCallRejected, validate_arguments
 

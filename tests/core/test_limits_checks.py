@@ -14,23 +14,22 @@ from limit_helpers import PRICED, usage_of
 
 from agentcore_fsm import (
     AgentContext,
-    AgentEndEvent,
     AgentLoopConfig,
     AssistantMessage,
-    LimitReached,
     LoopMachine,
-    RunUsage,
     TextContent,
     ToolCall,
     UsageLimits,
 )
 from agentcore_fsm.agent.limits import run_limits
-from agentcore_fsm.core.events import StreamDone
+from agentcore_fsm.core.events import AgentEndEvent, StreamDone
 from agentcore_fsm.core.limit_actions import LIMIT_TEXT
 from agentcore_fsm.core.limits import (
     DEFAULT_LAST_TURN_INSTRUCTION,
     LIMIT_NAMES,
     NOT_RUN_TEXT,
+    LimitReached,
+    RunUsage,
     check_batch,
     check_request,
     estimate_tokens,

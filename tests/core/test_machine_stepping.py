@@ -17,13 +17,11 @@ from agentcore_fsm import (
     AssistantMessage,
     BeforeToolCallResult,
     LoopMachine,
-    MachineInputError,
-    Step,
     TextContent,
     ToolCall,
     ToolResultMessage,
 )
-from agentcore_fsm.core.declared import MachineError
+from agentcore_fsm.core.declared import MachineError, MachineInputError
 from agentcore_fsm.core.events import (
     StreamDone,
     StreamError,
@@ -33,7 +31,14 @@ from agentcore_fsm.core.events import (
     TextStart,
 )
 from agentcore_fsm.core.machine import Proceed
-from agentcore_fsm.core.protocol import CallHook, CallModel, ExecuteTool, PollFollowUp, PollSteering
+from agentcore_fsm.core.protocol import (
+    CallHook,
+    CallModel,
+    ExecuteTool,
+    PollFollowUp,
+    PollSteering,
+    Step,
+)
 
 
 def names(step: Step) -> list[str]:

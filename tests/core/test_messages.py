@@ -16,23 +16,21 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agentcore_fsm import (
     AgentContext,
-    AgentEndEvent,
     AgentLoopConfig,
     AgentToolResult,
     AssistantMessage,
     ImageContent,
     Model,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
     run_agent_loop,
 )
 from agentcore_fsm.core.events import (
     AGENT_EVENT_ADAPTER,
     STREAM_EVENT_ADAPTER,
+    AgentEndEvent,
     AgentStartEvent,
     MessageEndEvent,
     MessageStartEvent,
@@ -55,7 +53,7 @@ from agentcore_fsm.core.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from agentcore_fsm.core.messages import Cost, Message, ModelCost
+from agentcore_fsm.core.messages import Cost, Message, ModelCost, ThinkingContent, Usage
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 
 MESSAGE = TypeAdapter(Message)

@@ -14,7 +14,6 @@ from agentcore_fsm import (
     AgentLoopConfig,
     FauxProvider,
     Model,
-    StreamOptions,
     faux_response,
     run_agent_loop,
 )
@@ -22,6 +21,7 @@ from agentcore_fsm.core.config import (
     MODEL_CALL_OPTIONS,
     LlmContext,
     ModelCallOptions,
+    StreamOptions,
     stream_options,
 )
 

@@ -21,11 +21,11 @@ from agentcore_fsm import (
     ImageContent,
     Model,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
+from agentcore_fsm.core.messages import ThinkingContent
 from agentcore_fsm.devtools.testing import (
     FauxProvider,
     RunSummary,

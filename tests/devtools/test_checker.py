@@ -20,7 +20,6 @@ import pytest
 
 from agentcore_fsm import (
     AgentContext,
-    AgentEndEvent,
     AgentLoopConfig,
     AgentTool,
     AgentToolResult,
@@ -34,6 +33,7 @@ from agentcore_fsm import (
 )
 from agentcore_fsm.core.config import LlmContext
 from agentcore_fsm.core.events import (
+    AgentEndEvent,
     AgentStartEvent,
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,

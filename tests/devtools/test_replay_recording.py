@@ -15,7 +15,6 @@ import pytest
 
 from agentcore_fsm import (
     AbortController,
-    AbortSignal,
     Agent,
     AgentContext,
     AgentLoopConfig,
@@ -25,14 +24,14 @@ from agentcore_fsm import (
     BeforeToolCallResult,
     MemoryRunStore,
     Model,
-    RunSuspended,
-    StreamOptions,
     TextContent,
     UserMessage,
     run_agent_loop,
 )
 from agentcore_fsm.cli import commands as cli
-from agentcore_fsm.core.config import LlmContext
+from agentcore_fsm.core.abort import AbortSignal
+from agentcore_fsm.core.approval import RunSuspended
+from agentcore_fsm.core.config import LlmContext, StreamOptions
 from agentcore_fsm.devtools.replay import (
     ReplayError,
     ReplayResult,

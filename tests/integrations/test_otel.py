@@ -36,7 +36,6 @@ from agentcore_fsm import (
     AgentToolResult,
     Model,
     TextContent,
-    Usage,
     UserMessage,
     agent_loop,
     run_agent_loop,
@@ -44,7 +43,7 @@ from agentcore_fsm import (
 )
 from agentcore_fsm.cli import commands as cli
 from agentcore_fsm.core.declared import TransitionRecord
-from agentcore_fsm.core.messages import Cost, ModelCost
+from agentcore_fsm.core.messages import Cost, ModelCost, Usage
 from agentcore_fsm.integrations import otel
 from agentcore_fsm.integrations.otel import DURATION_BUCKETS, TOKEN_BUCKETS, Instrumentation
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call

@@ -21,9 +21,9 @@ from agentcore_fsm import (
     AgentToolResult,
     Model,
     TextContent,
-    Usage,
     run_agent_loop,
 )
+from agentcore_fsm.core.messages import Usage
 from agentcore_fsm.integrations import otel
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 

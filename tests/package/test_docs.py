@@ -15,10 +15,11 @@ from typing import get_args
 
 import pytest
 
-from agentcore_fsm import Agent, AgentLoopConfig, StreamOptions
+from agentcore_fsm import Agent, AgentLoopConfig
 from agentcore_fsm.agent import agent
 from agentcore_fsm.core import machine, tool_call
 from agentcore_fsm.core.boundary import InvalidValueError, check_before_result
+from agentcore_fsm.core.config import StreamOptions
 from agentcore_fsm.core.declaration import load_declaration
 from agentcore_fsm.core.events import AgentEndReason, AgentEvent, AssistantMessageEvent
 from agentcore_fsm.core.tools import ToolCallRejected, find_tool

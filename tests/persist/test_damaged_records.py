@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from agentcore_fsm import (
     AgentContext,
     AgentLoopConfig,
-    AgentLoopTurnUpdate,
     AgentTool,
     AgentToolResult,
     Model,
@@ -30,6 +29,7 @@ from agentcore_fsm import (
     run_agent_loop,
 )
 from agentcore_fsm.core.abort import AbortController
+from agentcore_fsm.core.config import AgentLoopTurnUpdate
 from agentcore_fsm.devtools.replay import ReplayError, replay_run
 from agentcore_fsm.devtools.testing import GrammarChecker
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call

@@ -11,7 +11,6 @@ import pytest
 
 from agentcore_fsm import (
     AgentContext,
-    AgentEndEvent,
     AgentLoopConfig,
     AgentTool,
     AgentToolResult,
@@ -24,6 +23,7 @@ from agentcore_fsm.core.declaration import declaration_names, load_declaration
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.events import (
     AGENT_EVENT_ADAPTER,
+    AgentEndEvent,
     AgentStartEvent,
     MessageUpdateEvent,
     ToolExecutionEndEvent,

@@ -52,7 +52,6 @@ from hypothesis import strategies as st
 
 from agentcore_fsm import (
     AbortController,
-    AbortSignal,
     Agent,
     AgentContext,
     AgentLoopConfig,
@@ -63,10 +62,10 @@ from agentcore_fsm import (
     TextContent,
     ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
     run_agent_loop,
 )
+from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.config import LlmContext, default_convert_to_llm
 from agentcore_fsm.core.events import (
     StreamDone,
@@ -78,6 +77,7 @@ from agentcore_fsm.core.events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from agentcore_fsm.core.messages import Usage
 from agentcore_fsm.devtools.testing import FauxProvider
 
 HANG_TIMEOUT = 10.0

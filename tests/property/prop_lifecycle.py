@@ -20,7 +20,8 @@ from typing import Any
 
 from prop_coverage import record_lifecycle
 
-from agentcore_fsm import Agent, AgentBusyError, Model
+from agentcore_fsm import Agent, Model
+from agentcore_fsm.agent.agent import AgentBusyError
 from agentcore_fsm.core.declaration import Declaration
 from agentcore_fsm.devtools.testing import FauxProvider, faux_response
 

@@ -45,7 +45,6 @@ from agentcore_fsm import (
     AfterToolCallResult,
     AgentContext,
     AgentLoopConfig,
-    AgentLoopTurnUpdate,
     AgentTool,
     AgentToolResult,
     ApprovalDecision,
@@ -54,7 +53,6 @@ from agentcore_fsm import (
     BeforeToolCallResult,
     Model,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -62,9 +60,10 @@ from agentcore_fsm import (
     run_agent_loop,
     run_agent_loop_continue,
 )
-from agentcore_fsm.core.config import LlmContext, default_convert_to_llm
+from agentcore_fsm.core.config import AgentLoopTurnUpdate, LlmContext, default_convert_to_llm
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.events import StreamStart
+from agentcore_fsm.core.messages import ThinkingContent
 from agentcore_fsm.devtools.testing import FauxProvider, check_run, sequential_tool_names
 
 # --- the data ---------------------------------------------------------------------------

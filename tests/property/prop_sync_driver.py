@@ -41,17 +41,15 @@ from agentcore_fsm import (
     ApprovalDecision,
     AssistantMessage,
     LoopMachine,
-    MachineInputError,
     Model,
-    Step,
     TextContent,
-    ThinkingContent,
     ToolCall,
 )
 from agentcore_fsm.core.approval import NO_APPROVER_TEXT, TIMEOUT_TEXT
 from agentcore_fsm.core.boundary import describe_value, exc_text
 from agentcore_fsm.core.config import LlmContext, default_convert_to_llm
 from agentcore_fsm.core.declaration import Declaration
+from agentcore_fsm.core.declared import MachineInputError
 from agentcore_fsm.core.events import (
     StreamDone,
     StreamError,
@@ -66,6 +64,7 @@ from agentcore_fsm.core.events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from agentcore_fsm.core.messages import ThinkingContent
 from agentcore_fsm.core.protocol import (
     ApprovalChecked,
     ApprovalDecided,
@@ -78,6 +77,7 @@ from agentcore_fsm.core.protocol import (
     PollSteering,
     PrepareArguments,
     Proceed,
+    Step,
 )
 
 MAX_STEPS = 3000

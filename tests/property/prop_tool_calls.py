@@ -52,7 +52,6 @@ from agentcore_fsm import (
     BeforeToolCallResult,
     LoopMachine,
     Model,
-    Step,
     TextContent,
     ToolCall,
     UserMessage,
@@ -60,7 +59,7 @@ from agentcore_fsm import (
 from agentcore_fsm.core.declaration import Declaration
 from agentcore_fsm.core.declared import TransitionRecord
 from agentcore_fsm.core.events import StreamDone
-from agentcore_fsm.core.protocol import ApprovalChecked, ApprovalDecided, CallHook
+from agentcore_fsm.core.protocol import ApprovalChecked, ApprovalDecided, CallHook, Step
 from agentcore_fsm.devtools.testing import GrammarChecker
 
 MODEL = Model(id="m", provider="p", api="a")

@@ -37,20 +37,19 @@ from agentcore_fsm import (
     AfterToolCallResult,
     AgentContext,
     AgentLoopConfig,
-    AgentLoopTurnUpdate,
     AgentTool,
     AgentToolResult,
     AssistantMessage,
     BeforeToolCallResult,
     LoopMachine,
-    MachineInputError,
     Model,
-    Step,
     TextContent,
     ToolCall,
     UserMessage,
 )
+from agentcore_fsm.core.config import AgentLoopTurnUpdate
 from agentcore_fsm.core.declaration import load_declaration
+from agentcore_fsm.core.declared import MachineInputError
 from agentcore_fsm.core.events import (
     StreamDone,
     StreamError,
@@ -72,6 +71,7 @@ from agentcore_fsm.core.protocol import (
     HookReturned,
     OutputChecked,
     RetryDue,
+    Step,
     ToolAttemptFailed,
     ToolTimedOut,
 )

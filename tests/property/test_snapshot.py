@@ -25,7 +25,6 @@ from agentcore_fsm import (
     AfterToolCallResult,
     AgentContext,
     AgentLoopConfig,
-    AgentLoopTurnUpdate,
     AgentTool,
     AgentToolResult,
     BeforeToolCallResult,
@@ -33,6 +32,7 @@ from agentcore_fsm import (
     TextContent,
     UserMessage,
 )
+from agentcore_fsm.core.config import AgentLoopTurnUpdate
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 from agentcore_fsm.persist.journal import JournaledLoopMachine, RunSnapshot
 

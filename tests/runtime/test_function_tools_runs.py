@@ -26,13 +26,13 @@ from agentcore_fsm import (
     RunContext,
     TextContent,
     ToolResultMessage,
-    Usage,
     UserMessage,
     agent_loop,
     run_agent_loop,
     run_agent_loop_continue,
     tool,
 )
+from agentcore_fsm.core.messages import Usage
 from agentcore_fsm.core.run_context import current_run
 from agentcore_fsm.devtools.testing import EventRecorder, check_run
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call

@@ -14,7 +14,6 @@ from helpers import MODEL, check_grammar, events_stream, make_tool, run, text_of
 
 from agentcore_fsm import (
     AbortController,
-    AbortSignal,
     Agent,
     AgentContext,
     AgentLoopConfig,
@@ -22,15 +21,16 @@ from agentcore_fsm import (
     AssistantMessage,
     BeforeToolCallResult,
     LoopMachine,
-    MachineInputError,
     TextContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
     run_agent_loop,
 )
+from agentcore_fsm.core.abort import AbortSignal
 from agentcore_fsm.core.boundary import exc_text
 from agentcore_fsm.core.declaration import load_declaration
+from agentcore_fsm.core.declared import MachineInputError
 from agentcore_fsm.core.events import StreamDone, StreamError, StreamStart
 from agentcore_fsm.devtools.testing import EventRecorder, check_model_context
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call

@@ -20,13 +20,12 @@ from agentcore_fsm import (
     AgentTool,
     AgentToolResult,
     RunContext,
-    RunUsage,
     TextContent,
     UsageLimits,
     run_agent_loop,
     tool,
 )
-from agentcore_fsm.core.limits import NOT_RUN_TEXT
+from agentcore_fsm.core.limits import NOT_RUN_TEXT, RunUsage
 from agentcore_fsm.core.run_context import current_run
 from agentcore_fsm.devtools.testing import EventRecorder, check_resumed_run, check_run
 from agentcore_fsm.persist.store import MemoryRunStore

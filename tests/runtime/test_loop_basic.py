@@ -28,7 +28,6 @@ from agentcore_fsm import (
     AgentLoopConfig,
     AssistantMessage,
     Model,
-    StreamOptions,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -38,7 +37,7 @@ from agentcore_fsm import (
     run_agent_loop_continue,
     set_default_stream_fn,
 )
-from agentcore_fsm.core.config import LlmContext
+from agentcore_fsm.core.config import LlmContext, StreamOptions
 from agentcore_fsm.core.events import (
     StreamDone,
     StreamError,

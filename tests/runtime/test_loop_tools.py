@@ -13,19 +13,18 @@ from pydantic import BaseModel
 
 from agentcore_fsm import (
     AbortController,
-    AfterToolCallContext,
     AfterToolCallResult,
     AgentContext,
     AgentLoopConfig,
     AgentToolResult,
     AssistantMessage,
-    BeforeToolCallContext,
     BeforeToolCallResult,
     ImageContent,
     TextContent,
     ToolResultMessage,
-    Usage,
 )
+from agentcore_fsm.core.messages import Usage
+from agentcore_fsm.core.tools import AfterToolCallContext, BeforeToolCallContext
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 
 pytestmark = pytest.mark.anyio

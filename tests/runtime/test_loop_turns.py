@@ -8,16 +8,13 @@ from typing import Any
 import pytest
 from helpers import MODEL, make_tool, run, text_of, text_result, user
 
-from agentcore_fsm import (
-    AbortController,
-    AgentContext,
-    AgentLoopConfig,
+from agentcore_fsm import AbortController, AgentContext, AgentLoopConfig, Model
+from agentcore_fsm.core.config import (
     AgentLoopTurnUpdate,
-    Model,
+    LlmContext,
     PrepareNextTurnContext,
     StreamOptions,
 )
-from agentcore_fsm.core.config import LlmContext
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 
 pytestmark = pytest.mark.anyio

@@ -15,8 +15,8 @@ from agentcore_fsm import (
     AgentToolResult,
     BeforeToolCallResult,
     TextContent,
-    Usage,
 )
+from agentcore_fsm.core.messages import Usage
 from agentcore_fsm.core.tools import (
     ToolCallRejected,
     error_result,

@@ -12,13 +12,8 @@ from typing import Any
 import pytest
 from helpers import MODEL, make_tool, run, text_of, text_result, user
 
-from agentcore_fsm import (
-    AbortController,
-    AgentContext,
-    AgentLoopConfig,
-    AgentLoopTurnUpdate,
-    PrepareNextTurnContext,
-)
+from agentcore_fsm import AbortController, AgentContext, AgentLoopConfig
+from agentcore_fsm.core.config import AgentLoopTurnUpdate, PrepareNextTurnContext
 from agentcore_fsm.integrations.providers.faux import FauxProvider, faux_response, faux_tool_call
 
 pytestmark = pytest.mark.anyio

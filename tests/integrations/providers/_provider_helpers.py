@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentcore_fsm import AssistantMessage, Model, StreamOptions
-from agentcore_fsm.core.config import LlmContext
+from agentcore_fsm import AssistantMessage, Model
+from agentcore_fsm.core.config import LlmContext, StreamOptions
 
 
 async def collect(

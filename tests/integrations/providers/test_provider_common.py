@@ -10,13 +10,11 @@ from agentcore_fsm import (
     AssistantMessage,
     Model,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
 )
-from agentcore_fsm.core.messages import ModelCost
+from agentcore_fsm.core.messages import ModelCost, ThinkingContent, Usage
 from agentcore_fsm.integrations.providers._common import (
     describe_error,
     parse_tool_arguments,

@@ -21,17 +21,14 @@ from agentcore_fsm import (
     AssistantMessage,
     ImageContent,
     Model,
-    StreamOptions,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
     run_agent_loop,
 )
-from agentcore_fsm.core.config import LlmContext
-from agentcore_fsm.core.messages import Cost, ModelCost
+from agentcore_fsm.core.config import LlmContext, StreamOptions
+from agentcore_fsm.core.messages import Cost, ModelCost, ThinkingContent, Usage
 from agentcore_fsm.integrations.providers.openai import OpenAIProvider, stream_openai
 
 pytestmark = pytest.mark.anyio
