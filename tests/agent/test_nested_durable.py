@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from agentcore_fsm import (
     Agent,
@@ -292,3 +293,73 @@ async def test_an_agent_with_a_store_journals_its_nested_runs_and_resumes_them()
     assert results(messages) == {"w1": "inner done"}
     assert boss_after.state.messages[-1].content[0].text == "all done"
     assert store.load(f"{outer_id}/1.w1").end_reason == "completed"
+
+
+class Answer(BaseModel):
+    total: int
+
+
+def final(total: int) -> Any:
+    return faux_response(tool_calls=[faux_tool_call("final_result", {"total": total}, id="o1")])
+
+
+async def test_a_typed_nested_run_resumes_and_answers_with_its_output() -> None:
+    live, store = MemoryRunStore(), MemoryRunStore()
+    crash = Crash(live, store)
+    with crash.scope:
+        worker = Worker(FauxProvider([call("step", {}, "s1"), final(7)]), crash)
+        await run_agent_loop(
+            [UserMessage(content="start")],
+            AgentContext(tools=[worker.agent.as_tool("worker", "W.", output_type=Answer)]),
+            AgentLoopConfig(model=MODEL),
+            stream_fn=outer_provider(),
+            store=live,
+            run_id="r1",
+        )
+    after = Worker(FauxProvider([final(7)]), None)
+    messages = await resume_run(
+        "r1",
+        store,
+        AgentLoopConfig(model=MODEL),
+        tools=[after.agent.as_tool("worker", "W.", output_type=Answer)],
+        stream_fn=FauxProvider([faux_response("all done")]),
+    )
+    assert results(messages) == {"w1": '{"total": 7}'}
+    assert {i.run_id: i.end_reason for i in store.runs()} == {
+        "r1": "completed",
+        "r1/1.w1": "completed",
+    }
+
+
+async def test_a_typed_nested_run_read_from_its_record_gives_its_output() -> None:
+    live, store = MemoryRunStore(), MemoryRunStore()
+    worker = Agent(stream_fn=FauxProvider([final(7)]))
+    tool = worker.as_tool("worker", "W.", output_type=Answer)
+    stopped: list[bool] = []
+
+    def stop(event: Any) -> None:
+        if event.type == "tool_execution_end" and not stopped:
+            stopped.append(True)
+            crashed_copy(live, store)
+            scope.cancel()
+
+    with anyio.CancelScope() as scope:
+        await run_agent_loop(
+            [UserMessage(content="start")],
+            AgentContext(tools=[tool]),
+            AgentLoopConfig(model=MODEL),
+            stop,
+            stream_fn=outer_provider(),
+            store=live,
+            run_id="r1",
+        )
+    assert store.load("r1/1.w1").status == "finished"
+    worker.stream_fn = FauxProvider([])  # no model call may be made
+    messages = await resume_run(
+        "r1",
+        store,
+        AgentLoopConfig(model=MODEL),
+        tools=[tool],
+        stream_fn=FauxProvider([faux_response("all done")]),
+    )
+    assert results(messages) == {"w1": '{"total": 7}'}
