@@ -455,6 +455,11 @@ def _start(
     if signal is None:
         # hooks, tools and the stream function always get a signal: the run makes its own
         signal = AbortController().signal
+    if parent is not None and not isinstance(parent, dict):
+        raise TypeError(
+            f"run_agent_loop: parent must be a dict (a JSON object) or None, not "
+            f"{type(parent).__name__}"
+        )
     if store is None:
         if run_id is not None or session_id is not None:
             raise ValueError("run_id and session_id need a store (store=...)")

@@ -363,3 +363,50 @@ async def test_a_typed_nested_run_read_from_its_record_gives_its_output() -> Non
         stream_fn=FauxProvider([faux_response("all done")]),
     )
     assert results(messages) == {"w1": '{"total": 7}'}
+
+
+async def test_a_parent_needs_a_store_and_must_be_an_object() -> None:
+    context, config = AgentContext(), AgentLoopConfig(model=MODEL)
+    fn = FauxProvider([faux_response("hi")])
+    with pytest.raises(ValueError, match=r"parent needs a store \(store=\.\.\.\)"):
+        await run_agent_loop([UserMessage(content="x")], context, config, stream_fn=fn, parent={})
+    not_an_object = r"parent must be a dict \(a JSON object\) or None, not str$"
+    with pytest.raises(TypeError, match=not_an_object):
+        await run_agent_loop(
+            [UserMessage(content="x")],
+            context,
+            config,
+            stream_fn=fn,
+            store=MemoryRunStore(),
+            run_id="r",
+            parent="r0",  # type: ignore[arg-type]
+        )
+
+
+async def test_a_stored_run_under_a_nested_run_s_id_that_is_not_its_record_is_refused() -> None:
+    """A run id taken by a run that is not this call's nested run (its header names another
+    parent, or none): the call is answered with an error naming the run; nothing is resumed."""
+    store = MemoryRunStore()
+    await run_agent_loop(
+        [UserMessage(content="other")],
+        AgentContext(),
+        AgentLoopConfig(model=MODEL),
+        stream_fn=FauxProvider([faux_response("not mine")]),
+        store=store,
+        run_id="r1/1.w1",
+    )
+    inner = FauxProvider([])
+    worker = Agent(stream_fn=inner)
+    messages = await run_agent_loop(
+        [UserMessage(content="start")],
+        AgentContext(tools=[worker.as_tool("worker", "The worker.")]),
+        AgentLoopConfig(model=MODEL),
+        stream_fn=outer_provider(),
+        store=store,
+        run_id="r1",
+    )
+    (result,) = [m for m in messages if getattr(m, "role", "") == "toolResult"]
+    assert result.is_error and inner.calls == []
+    assert "the store holds a run 'r1/1.w1' that is not the nested run of this call" in (
+        result.content[0].text
+    )
