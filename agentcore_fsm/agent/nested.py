@@ -44,7 +44,7 @@ import anyio
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from agentcore_fsm.agent.nested_record import child_record, run_recorded
+from agentcore_fsm.agent.nested_record import child_record, observed_by, run_recorded
 from agentcore_fsm.agent.run_config import loop_config
 from agentcore_fsm.core.abort import AbortController, AbortSignal
 from agentcore_fsm.core.approval import NO_APPROVER_TEXT, ApprovalDecision, ApprovalRequest
@@ -237,6 +237,7 @@ class NestedAgentTool(AgentTool):
                         stream_fn=stream_fn,
                         deps=deps,
                         output_type=spec,
+                        **observed_by(scope),
                     )
                 else:
                     messages = await run_recorded(
@@ -251,6 +252,7 @@ class NestedAgentTool(AgentTool):
                         spec,
                         ended,
                         finals,
+                        observed_by(scope),
                     )
         finally:
             unlink()

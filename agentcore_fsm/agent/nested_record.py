@@ -45,7 +45,7 @@ from agentcore_fsm.core.run_context import RunScope, bind_run
 from agentcore_fsm.runtime.driver import run_agent_loop
 from agentcore_fsm.runtime.output_run import run_output
 
-__all__ = ["ChildRecord", "child_id", "child_record", "run_recorded"]
+__all__ = ["ChildRecord", "child_id", "child_record", "observed_by", "run_recorded"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +75,15 @@ def _message_index(messages: list[AgentMessage], call_id: str) -> int:
             if getattr(block, "type", None) == "toolCall" and getattr(block, "id", None) == call_id:
                 return index
     return len(messages)
+
+
+def observed_by(scope: RunScope | None) -> dict[str, Any]:
+    """The run-function arguments that give a nested run the observers of the run whose tool
+    starts it (``scope``): exactly those (a traced run's nested runs are traced in its trace;
+    an untraced run's are not traced); none outside a run (the registered ones then)."""
+    if scope is None or scope.observers is None:
+        return {}
+    return {"instrument": False, "observers": scope.observers}
 
 
 def child_record(scope: RunScope, position: Nesting) -> ChildRecord | None:
@@ -110,11 +119,12 @@ async def run_recorded(
     spec: OutputSpec | None,
     ended: list[Any],
     finals: list[RunUsage],
+    observing: dict[str, Any],
 ) -> list[AgentMessage]:
     """Run the nested run journaled at ``record``: afresh, resumed from its record, or read
     from it when it has finished (see the module's documentation). ``ended`` gets its
     ``agent_end`` when it is read from the record (``deliver`` gets it otherwise), ``finals``
-    its usage counters then (a run with usage limits)."""
+    its usage counters then (a run with usage limits); ``observing``: :func:`observed_by`."""
     from agentcore_fsm.persist.store import UnknownRunError
     from agentcore_fsm.runtime.resume import load_run_state, resume_run
 
@@ -134,6 +144,7 @@ async def run_recorded(
             store=store,
             run_id=run_id,
             parent=record.parent,
+            **observing,
         )
     if stored.header.get("parent") != record.parent:
         raise RuntimeError(
@@ -161,6 +172,7 @@ async def run_recorded(
                 tools=tools,
                 signal=signal,
                 stream_fn=stream_fn,
+                **observing,
             )
     if spec is None:
         return messages

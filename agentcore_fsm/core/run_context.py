@@ -62,7 +62,7 @@ class RunScope:
     ``usage`` (the usage of the model responses the run has completed so far, or None when
     the run does not count it; see :meth:`watch`)."""
 
-    __slots__ = ("_run_usage", "_usages", "config", "deps", "journal", "machine")
+    __slots__ = ("_run_usage", "_usages", "config", "deps", "journal", "machine", "observers")
 
     def __init__(self, deps: Any = None) -> None:
         self.deps = deps
@@ -76,6 +76,9 @@ class RunScope:
         """The journal the run's record is written through (None for a run not journaled): a
         nested run of a run journaled in a run store is journaled in the same store
         (agent/nested.py)."""
+        self.observers: Any = None
+        """The run's observers once the run has started (None before): its nested runs get the
+        same ones (agent/nested.py), so that a traced run's nested runs are traced with it."""
         self._usages: list[Usage] | None = None
         self._run_usage: Callable[[], RunUsage | None] | None = None
 

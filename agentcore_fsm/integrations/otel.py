@@ -235,12 +235,15 @@ class Instrumentation(RunObserver):
         )
 
     def observe_run(self, run: RunStart) -> RunObserver | None:
-        """A trace of ``run``: its ``invoke_agent`` span starts now. A nested run started by a
-        traced call is left to the instrumentation of the run that started it (one trace per
-        tree, see :class:`_Nested`)."""
-        if _starting_call() is not None:
-            return None
-        return _RunTrace(self, run)
+        """A trace of ``run``: its ``invoke_agent`` span starts now. A nested run (an agent as
+        a tool gives it its outer run's observers) started by a call this instrumentation
+        traces is traced in the same trace, its span a child of the call's ``execute_tool``
+        span and named after the tool; one started by a call another instrumentation traces is
+        left to that one (one trace per tree)."""
+        call = _starting_call()
+        if call is None:
+            return _RunTrace(self, run)
+        return _RunTrace(self, run, call) if call.run.inst is self else None
 
 
 def instrument(
@@ -316,22 +319,6 @@ def _starting_call() -> _ToolCall | None:
     if call is None or current_nesting().path != call.child_path:
         return None
     return call
-
-
-class _Nested(RunObserver):
-    """Traces a nested run (docs/multi-agent.md) when the call that started it is traced: with
-    the same :class:`Instrumentation`, its run span a child of the call's ``execute_tool``
-    span and named after the tool. Registered for every run when this module is imported; it
-    leaves every other run alone (one context variable read)."""
-
-    def observe_run(self, run: RunStart) -> RunObserver | None:
-        call = _starting_call()
-        if call is None:
-            return None
-        return _RunTrace(call.run.inst, run, call)
-
-
-register_observer(_Nested())
 
 
 # --- the traced run ---------------------------------------------------------------------------

@@ -186,7 +186,7 @@ async def _drive(
     limited: bool = False,
 ) -> list[AgentMessage]:
     if not limited:
-        enter_run(machine, journal)  # nested runs: runtime/nested.py
+        enter_run(machine, journal, observers)  # nested runs: runtime/nested.py
     if machine.config.limits is not None and not limited:  # usage limits: runtime/limits.py
         return await run_limited(
             machine,

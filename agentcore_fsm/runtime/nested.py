@@ -8,11 +8,13 @@ journaled in a run store is journaled in that store, docs/multi-agent.md#runs-th
 asks every tool of the run that starts nested runs (a tool with a ``check_nested`` method: an
 agent as a tool) to check its inner configuration now, so that an inner agent without a model,
 or with a broken tool, is reported when the outer run starts rather than when the model first
-calls it. A run whose tools start no nested run pays one context-variable read, three attribute
+calls it. A run whose tools start no nested run pays one context-variable read, four attribute
 writes and one attribute look-up per tool.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from agentcore_fsm.core.machine import LoopMachine
 from agentcore_fsm.core.run_context import current_scope
@@ -20,8 +22,11 @@ from agentcore_fsm.core.run_context import current_scope
 __all__ = ["enter_run"]
 
 
-def enter_run(machine: LoopMachine, journal: object = None) -> None:
-    """Note the run's config, machine and journal in its scope and check the inner
+def enter_run(
+    machine: LoopMachine, journal: object = None, observers: Sequence[object] | None = None
+) -> None:
+    """Note the run's config, machine, journal and observers in its scope (a nested run is
+    observed by its outer run's observers: traced in the same trace) and check the inner
     configuration of its tools that start nested runs. Raises ``ValueError`` (from the tool's
     check) naming the path of agents and what is wrong, before anything of the run happened."""
     scope = current_scope()
@@ -29,6 +34,7 @@ def enter_run(machine: LoopMachine, journal: object = None) -> None:
         scope.config = machine.config
         scope.machine = machine
         scope.journal = journal
+        scope.observers = observers
     for tool in machine.context.tools:
         check = getattr(tool, "check_nested", None)
         if check is not None:

@@ -223,3 +223,24 @@ async def test_an_untraced_run_leaves_its_nested_runs_untraced(
         "invoke_agent researcher",
         "invoke_agent",
     ]
+
+
+async def test_a_nested_run_is_observed_as_the_run_that_started_it(
+    anyio_backend: str, spans: Spans
+) -> None:
+    """A nested run gets its outer run's observers: with the switch on, an outer run that says
+    ``instrument=False`` leaves its nested runs untraced too; and importing this module leaves
+    every run's observers as they were (no observer is added to runs that trace nothing)."""
+    from agentcore_fsm.runtime.observer import registered_observers
+
+    assert registered_observers() == ()  # imported, nothing switched on: plain runs stay plain
+    otel.instrument(spans.provider)
+    tool = researcher().as_tool("researcher", "Ask the researcher.")
+    await run_agent_loop(
+        ["Research"],
+        AgentContext(tools=[tool]),
+        AgentLoopConfig(model=MODEL),
+        stream_fn=FauxProvider([ask("researcher", "c1"), faux_response("done")]),
+        instrument=False,
+    )
+    assert spans.all() == []
