@@ -13,7 +13,9 @@ with two documented extension points: a ``transition_cls`` that carries the decl
 the first transition (in declaration order) whose guards hold, which the running machine then
 takes — and nothing else: machines built here use none of ``transitions``' callback phases.
 The running machine reads each event's transitions once, into tuples per trigger and source
-state (``Compiled.candidates``), and selects from those with :func:`select`, the same rule. The
+state (``Compiled.candidates``), and compiles those into a selector per trigger and state that
+applies the same rule and returns a ready plan of the transition (``Compiled.selectors``,
+:mod:`agentcore_fsm.core.selectors`). The
 compiled machine is owned by the declaration object (``Declaration.compiled``), one per running
 class, shared by every run; a run is never registered on it (it is the model handed to
 ``Event.select``), so nothing is kept alive after a run however it ends. Runs stepped from several
@@ -59,6 +61,7 @@ from agentcore_fsm.core.declaration import (
     TransitionSpec,
     load_declaration,
 )
+from agentcore_fsm.core.selectors import Candidates, Plan, Selector, build_selectors
 
 __all__ = [
     "DeclaredMachine",
@@ -293,18 +296,26 @@ class Compiled:
                     if t.trigger not in auto.setdefault(state, []):
                         auto[state].append(t.trigger)
         self.auto: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in auto.items()}
-        # entering a state: the candidates of its auto triggers (in order) and its effect
-        self.entering: dict[str, tuple[tuple[Candidates, ...], Callable[..., Any] | None]] = {
-            state: (
-                tuple(
-                    self.candidates[trigger][state]
-                    for trigger in self.auto.get(state, ())
-                    if state in self.candidates[trigger]
-                ),
-                effects.get(state),
+        # the tables as generated selectors returning ready plans (core/selectors.py)
+        plans: dict[tuple[int, str], Plan] = {}
+
+        def plan_of(spec: TransitionSpec, source: str) -> Plan:
+            plan = plans[spec.index, source] = Plan(
+                spec, self.records[spec.index][source], self.actions[spec.index]
             )
-            for state in decl.states
-        }
+            return plan
+
+        self.selectors: dict[str, dict[str, Selector]] = build_selectors(
+            self.candidates, plan_of, f"{decl.name} for {owner.__name__}"
+        )
+        for plan in plans.values():
+            dest = plan.dest
+            plan.autos = tuple(
+                self.selectors[trigger][dest]
+                for trigger in self.auto.get(dest, ())
+                if dest in self.selectors[trigger]
+            )
+            plan.effect = effects.get(dest)
         self.accepts: dict[str, frozenset[str]] = {
             state: frozenset(decl.accepted_inputs(state)) for state in decl.states
         }
@@ -327,35 +338,6 @@ class Compiled:
         if self.plain_initial is not None:
             return self.record(*self.plain_initial)
         return self.record(*[list(value) if fresh else value for value, fresh in self.initial])
-
-
-Candidates = tuple[tuple[TransitionSpec, tuple[tuple[Callable[..., Any], bool], ...]], ...]
-"""The transitions one trigger may take from one state, in declaration order, each with its
-guard checks ``(guard, must_hold)``."""
-
-
-def select(candidates: Candidates, model: Any) -> TransitionSpec | None:
-    """The spec of the first of ``candidates`` whose guards hold for ``model`` (None if none
-    does). What ``DeclaredEvent.select`` answers, from the tuples compiled once: a guard runs at
-    most once per trigger (guards are predicates of the machine's data, which does not change
-    meanwhile)."""
-    if len(candidates) == 1:
-        spec, checks = candidates[0]
-        for check, target in checks:
-            if bool(check(model)) is not target:
-                return None
-        return spec
-    seen: dict[Any, bool] = {}
-    for spec, checks in candidates:
-        for check, target in checks:
-            value = seen.get(check)
-            if value is None:
-                value = seen[check] = bool(check(model))
-            if value is not target:
-                break
-        else:
-            return spec
-    return None
 
 
 def _missing(*args: Any) -> Any:  # pragma: no cover - never bound: compiling fails first
@@ -429,25 +411,24 @@ class DeclaredMachine:
 
     def fire(self, trigger: str) -> None:
         """Take the transition for ``trigger`` (one must hold: the declaration says so)."""
-        source = self.state
-        candidates = self._compiled.candidates[trigger].get(source)
-        spec = None if candidates is None else select(candidates, self)
-        if spec is None:
+        selector = self._compiled.selectors[trigger].get(self.state)
+        plan = None if selector is None else selector(self)
+        if plan is None:
             raise MachineError(
                 f"{self.declaration.name}: no declared transition for {trigger!r} from "
-                f"{source!r} had its guards hold"
+                f"{self.state!r} had its guards hold"
             )
-        self._take(spec)
+        self._take(plan)
 
     def offer(self, trigger: str) -> bool:
         """Take the transition for ``trigger`` if one from the current state holds."""
-        candidates = self._compiled.candidates[trigger].get(self.state)
-        if candidates is None:
+        selector = self._compiled.selectors[trigger].get(self.state)
+        if selector is None:
             return False
-        spec = select(candidates, self)
-        if spec is None:
+        plan = selector(self)
+        if plan is None:
             return False
-        self._take(spec)
+        self._take(plan)
         return True
 
     def enter_effect(self) -> None:
@@ -468,21 +449,19 @@ class DeclaredMachine:
             if self.offer(trigger):
                 return
 
-    def _take(self, spec: TransitionSpec) -> None:
-        """Take the transition ``spec`` (selected by the compiled event): change state, record,
-        emit, enter."""
-        compiled = self._compiled
-        source = self.state
-        self.state = dest = spec.dest
-        self.fired = spec
-        self.history.append(compiled.records[spec.index][source])
-        for action in compiled.actions[spec.index]:
+    def _take(self, plan: Plan) -> None:
+        """Take the transition of ``plan`` (chosen by a selector): change state, record, emit,
+        enter."""
+        self.state = plan.dest
+        self.fired = plan.spec
+        self.history.append(plan.record)
+        for action in plan.actions:
             action(self)
-        autos, effect = compiled.entering[dest]
-        for candidates in autos:
-            taken = select(candidates, self)
+        for selector in plan.autos:
+            taken = selector(self)
             if taken is not None:
                 self._take(taken)
                 return
+        effect = plan.effect
         if effect is not None:
             effect(self)

@@ -29,6 +29,7 @@ from types import AsyncGeneratorType, CoroutineType, NoneType
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from sniffio import thread_local
 
 if TYPE_CHECKING:
     import asyncio
@@ -42,9 +43,11 @@ TaskFn = Callable[[Any], Coroutine[Any, Any, Any]]
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     """The running asyncio loop; None on trio (anyio runs on asyncio or trio). asyncio is not
-    imported for this: when nobody imported it, no asyncio loop runs."""
+    imported for this: when nobody imported it, no asyncio loop runs. trio says so in sniffio's
+    ``thread_local`` while it runs, read first: asyncio's ``get_running_loop`` raises on trio,
+    and an exception costs more than the rest of the question."""
     module = sys.modules.get("asyncio")
-    if module is None:
+    if module is None or thread_local.name == "trio":
         return None
     try:
         return module.get_running_loop()  # type: ignore[no-any-return]
