@@ -406,6 +406,9 @@ class Driver:
             effects = step.effects
             if tasks.needs_nursery and any(_is_task(effect) for effect in effects):
                 return Step([], effects, step.stream_over, step.run_over)  # delivered
+            # the delivered step is let go before the wait: its events would otherwise stay
+            # alive as long as the tools it started run (memory of runs in flight)
+            del step
             step = await self._perform(effects)
 
     async def _deliver(self, events: list[Any]) -> None:
@@ -503,14 +506,14 @@ class Driver:
         runner = self._runner
         for effect in effects:
             if isinstance(effect, ExecuteTool):
-                self._spawn(effect.index, runner.tool, effect)
+                self._spawn(effect.index, runner.tool or runner.run_tool, effect)
             elif isinstance(effect, CallHook) and effect.name == "after_tool_call":
                 assert effect.index is not None
-                self._spawn(effect.index, runner.after_hook, effect)
+                self._spawn(effect.index, runner.after_hook or runner.run_after_hook, effect)
             elif isinstance(effect, AwaitApproval):
-                self._spawn(effect.index, runner.approval, effect)
+                self._spawn(effect.index, runner.approval or runner.await_approval, effect)
             elif isinstance(effect, BackOff):  # a tool's retry policy (runtime/tool_policies.py)
-                self._spawn(effect.index, runner.backoff, effect)
+                self._spawn(effect.index, runner.back_off, effect)
             else:
                 main = effect
         if main is None:

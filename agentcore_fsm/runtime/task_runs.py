@@ -84,7 +84,6 @@ class TaskRunner:
         "after_hook",
         "approval",
         "awaiting",
-        "backoff",
         "cancelled",
         "config",
         "host",
@@ -115,10 +114,11 @@ class TaskRunner:
         self.suspendable = suspendable
         self.cancelled: type[BaseException] = BaseException
         self.loop_thread = threading.get_ident()
-        self.tool: TaskFn = self.run_tool
-        self.after_hook: TaskFn = self.run_after_hook
-        self.approval: TaskFn = self.await_approval
-        self.backoff: TaskFn = self.back_off
+        # an observed run's tasks, wrapped; None: the plain method (run_tool, run_after_hook,
+        # await_approval), bound when a task starts rather than kept by every run
+        self.tool: TaskFn | None = None
+        self.after_hook: TaskFn | None = None
+        self.approval: TaskFn | None = None
         self.policed = True  # False: a runner that ignores the tools' settings (see bare)
         self.slots: ToolSlots | None = None  # the run's concurrency slots (tool_policies.py)
         if watch is not None:
