@@ -65,12 +65,17 @@ class AbortSignal:
         callbacks.append(callback)
 
         def remove() -> None:
-            try:
-                self._listeners.callbacks.remove(callback)
-            except ValueError:
-                pass
+            self.remove_callback(callback)
 
         return remove
+
+    def remove_callback(self, callback: Callable[[], None]) -> None:
+        """Stop calling ``callback`` (added with :meth:`add_callback`; nothing happens if it
+        is not there): what the remover :meth:`add_callback` returns does, without making one."""
+        try:
+            self._listeners.callbacks.remove(callback)
+        except ValueError:
+            pass
 
     async def wait(self) -> None:
         """Return once the signal has fired."""

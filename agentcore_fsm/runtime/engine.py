@@ -296,7 +296,8 @@ class Driver:
         control = self.control
         self._cancelled_exc = self._runner.cancelled = cancelled_class()
         self._scope_cls = scope_class()
-        remove = control.add_callback(self._on_abort)
+        on_abort = self._on_abort
+        control.add_callback(on_abort)
         try:
             # (the body is written here, not in a coroutine of its own: a thousand runs in
             # flight each keep every coroutine frame of their chain, 0.4 KiB a frame)
@@ -332,7 +333,7 @@ class Driver:
                 tasks.cancel_all()
                 await tasks.join()
         finally:
-            remove()
+            control.remove_callback(on_abort)
             if self._tasks is not None:
                 await self._tasks.join()
                 self._tasks.close()

@@ -102,6 +102,12 @@ async def _in_scope(scope: Any, fn: TaskFn, arg: Any) -> None:
         await fn(arg)
 
 
+def _log_raised(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:  # pragma: no cover
+            logger.error("a tool task raised", exc_info=task.exception())
+
+
 class ToolTasks:
     """The tasks of one run, by key (a tool call's index), and the inbox they post to.
 
@@ -138,8 +144,11 @@ class ToolTasks:
         replaces the earlier one, which has ended by then)."""
         loop = self._loop
         if loop is not None:
+            started = self._started
+            if started and started[0].done():
+                self._let_go()
             task = loop.create_task(fn(arg))
-            self._started.append(task)
+            started.append(task)
             self._cancel[key] = task
         else:
             import trio
@@ -165,6 +174,16 @@ class ToolTasks:
         for handle in handles.values():
             handle.cancel()
 
+    def _let_go(self) -> None:
+        # asyncio: forget the tasks that have ended (each keeps its coroutine's result), so
+        # that a run keeps only its current batch's tasks, not every task it ever started
+        started, cancel = self._started, self._cancel
+        ended = [task for task in started if task.done()]
+        _log_raised(ended)
+        started[:] = [task for task in started if not task.done()]
+        for key in [key for key, task in cancel.items() if task.done()]:
+            del cancel[key]
+
     async def join(self) -> None:
         """Wait (shielded) until every asyncio task has ended; on trio the task group does."""
         started, self._started = self._started, []
@@ -174,9 +193,7 @@ class ToolTasks:
 
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(pending)
-        for task in started:
-            if not task.cancelled() and task.exception() is not None:  # pragma: no cover
-                logger.error("a tool task raised", exc_info=task.exception())
+        _log_raised(started)
 
     # --- the inbox --------------------------------------------------------------------------
 
